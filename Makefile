@@ -1,0 +1,49 @@
+# Two commands on a fresh machine:
+#   make demo   installs what it needs, starts a local Slurm 22.05 and runs playbooks/demo.yml
+#   make test   runs the whole suite against real Slurm 22.05, 24.11 and 26.05
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV := $(CURDIR)/.venv
+SLURM_VERSIONS ?= 22.05 24.11 26.05
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.run/collections
+export ANSIBLE_PYTHON_INTERPRETER := $(VENV)/bin/python
+export ANSIBLE_LOCALHOST_WARNING := 0
+export ANSIBLE_INVENTORY_UNPARSED_WARNING := 0
+export PATH := $(VENV)/bin:$(PATH)
+
+.PHONY: demo test bootstrap unit sanity lint build-check clusters integration bench stop
+
+demo: bootstrap
+	tools/slurm-cluster.sh start 22.05
+	set -a; . .run/slurm-22.05/env; set +a; \
+	  ansible-playbook -i localhost, -c local playbooks/demo.yml
+
+test: bootstrap unit sanity lint build-check clusters integration
+
+bootstrap:
+	tools/bootstrap.sh
+
+unit: bootstrap
+	pytest -q tests/unit
+
+sanity: bootstrap
+	tools/sanity.sh
+
+lint: bootstrap
+	ansible-lint --offline -q playbooks tests/integration/playbooks
+
+build-check: bootstrap
+	tools/galaxy_build_check.sh
+
+clusters:
+	for version in $(SLURM_VERSIONS); do tools/slurm-cluster.sh start $$version; done
+
+integration: bootstrap clusters
+	BRIDGE_REQUIRE_SERVICES=1 pytest -q tests/integration
+
+bench: bootstrap
+	tools/slurm-cluster.sh start 22.05
+	python bench/slurm_submit.py
+
+stop:
+	tools/slurm-cluster.sh stop all

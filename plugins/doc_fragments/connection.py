@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment(object):
+    # Connection options of the backend-neutral modules.
+    DOCUMENTATION = r"""
+options:
+  url:
+    description:
+      - Base URL of the resource manager's REST endpoint (slurmrestd for O(backend=slurm)).
+    type: str
+    required: true
+  user:
+    description:
+      - User name the request acts for, where the backend has one (Slurm's C(X-SLURM-USER-NAME)).
+    type: str
+  token:
+    description:
+      - Token or JWT for the backend. Never logged, never part of a result or an error message.
+    type: str
+  validate_certs:
+    description:
+      - Verify the server's TLS certificate.
+    type: bool
+    default: true
+  ca_path:
+    description:
+      - PEM file of the certificate authorities to trust instead of the system store.
+    type: path
+  timeout:
+    description:
+      - Seconds to wait for one HTTP response.
+    type: float
+    default: 30.0
+  retries:
+    description:
+      - How often an idempotent request is retried after a connection error or an HTTP 429, 502,
+        503 or 504. A submit is never retried.
+    type: int
+    default: 3
+requirements:
+  - httpx
+"""

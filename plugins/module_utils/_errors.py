@@ -1,0 +1,113 @@
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Typed errors shared by every Bridge client. Internal to this collection."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class BridgeError(Exception):
+    """Base of every error a Bridge client raises.
+
+    The message always reads
+    "Failed to <verb> <object> '<id>' on <manager> at <url>: <reason> (HTTP <n>)"
+    so that modules, inventory plugins and the controller report failures alike.
+    """
+
+    kind = "error"
+
+    def __init__(self, reason, verb=None, obj=None, ident=None, manager=None, url=None, status=None):
+        self.reason = reason
+        self.verb = verb
+        self.obj = obj
+        self.ident = ident
+        self.manager = manager
+        self.url = url
+        self.status = status
+        super(BridgeError, self).__init__(self.render())
+
+    def render(self):
+        if not self.verb:
+            return self.reason
+        what = self.obj or "request"
+        if self.ident not in (None, ""):
+            what = "%s '%s'" % (what, self.ident)
+        where = ""
+        if self.manager:
+            where = " on %s" % self.manager
+        if self.url:
+            where += " at %s" % self.url
+        text = "Failed to %s %s%s: %s" % (self.verb, what, where, self.reason)
+        if self.status:
+            text += " (HTTP %s)" % self.status
+        return text
+
+    def to_dict(self):
+        """What modules and the controller put in results and status: never a token."""
+        return {
+            "type": type(self).__name__,
+            "kind": self.kind,
+            "reason": self.reason,
+            "status": self.status,
+            "message": self.render(),
+        }
+
+
+class ConnectionFailed(BridgeError):
+    kind = "connection"
+
+
+class Timeout(BridgeError):
+    kind = "timeout"
+
+
+class AuthFailed(BridgeError):
+    kind = "auth"
+
+
+class NotFound(BridgeError):
+    kind = "not_found"
+
+
+class AlreadyExists(BridgeError):
+    kind = "already_exists"
+
+
+class Rejected(BridgeError):
+    """The manager (or Bridge's own validation) refused the request, with its reason."""
+
+    kind = "rejected"
+
+
+class ServerError(BridgeError):
+    kind = "server"
+
+
+class SpecError(Rejected):
+    """A job spec field is invalid; raised before anything is sent anywhere."""
+
+    kind = "invalid_spec"
+
+    def __init__(self, field, reason):
+        self.field = field
+        super(SpecError, self).__init__("%s: %s" % (field, reason))
+
+    def to_dict(self):
+        result = super(SpecError, self).to_dict()
+        result["field"] = self.field
+        return result
+
+
+def error_for_status(status):
+    """The error type that an HTTP status means when the manager's body says nothing better."""
+    if status in (401, 403, 511):
+        return AuthFailed
+    if status == 404:
+        return NotFound
+    if status == 409:
+        return AlreadyExists
+    if status in (400, 413, 415, 422):
+        return Rejected
+    return ServerError

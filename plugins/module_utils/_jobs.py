@@ -1,0 +1,170 @@
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The job lifecycle every backend shares: present, absent, wait. Internal to this collection.
+
+The functions take any client with the verbs render, find, preflight, submit, get and cancel
+(Slurm today; Ray, LSF, Quantum and Kubernetes Jobs later) and return a result dict for a module
+or the controller. `changed` always comes from what existed before versus after.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import NotFound
+
+TERMINAL_PHASES = ("completed", "failed", "cancelled")
+SUMMARY_KEYS = ("job_id", "name", "identity", "phase", "native_state", "reason", "exit_code",
+                "signal", "failure_class", "partition")
+
+
+def summary(job):
+    """The part of a job shown in diffs: stable fields, no raw payload."""
+    if job is None:
+        return {"state": "absent"}
+    result = dict((k, job.get(k)) for k in SUMMARY_KEYS if k in job)
+    result["state"] = "present"
+    return result
+
+
+def predicted_job(spec, client):
+    """What check mode reports for a job it would submit."""
+    return {
+        "job_id": None,
+        "name": spec["name"],
+        "identity": spec["identity"],
+        "phase": "queued",
+        "terminal": False,
+        "native_state": None,
+        "reason": "not submitted (check mode)",
+        "exit_code": None,
+        "signal": None,
+        "failure_class": None,
+        "partition": spec.get("queue"),
+        "backend": client.manager.lower(),
+    }
+
+
+def wait_for(client, job_id, timeout, interval, until=TERMINAL_PHASES, clock=time.monotonic, sleep=time.sleep):
+    """Poll a job until its phase is in `until`, it turns out hopeless, or `timeout` seconds pass.
+
+    Returns (job, timed_out). Polls are idempotent GETs, so the transport retries them.
+    """
+    deadline = clock() + timeout
+    while True:
+        job = client.get(job_id)
+        if job["phase"] in until or job.get("failure_class") == "rejected":
+            return job, False
+        remaining = deadline - clock()
+        if remaining <= 0:
+            return job, True
+        sleep(min(interval, remaining))
+
+
+def outcome(job, timed_out, wait_timeout, expected_phase=None):
+    """(failed, msg) for a job after waiting; pure, so the controller and modules agree."""
+    ident = job.get("job_id")
+    if timed_out:
+        return True, "job %s is still %s after waiting %s seconds (%s)" % (
+            ident, job["phase"], wait_timeout, job.get("reason") or job.get("native_state"))
+    if job.get("failure_class") == "rejected":
+        return True, "job %s can never start: %s; the manager accepted it but it would pend forever" % (
+            ident, job.get("reason"))
+    if expected_phase and job["phase"] == expected_phase:
+        return False, "job %s is %s" % (ident, job["phase"])
+    if job["phase"] in ("failed", "cancelled"):
+        detail = job.get("failure_class") or job["phase"]
+        if job.get("exit_code") not in (None, 0):
+            detail += ", exit code %s" % job["exit_code"]
+        if job.get("signal"):
+            detail += ", signal %s" % job["signal"]
+        if job.get("reason"):
+            detail += ", reason %s" % job["reason"]
+        return True, "job %s %s (%s)" % (ident, job["phase"], detail)
+    return False, "job %s is %s" % (ident, job["phase"])
+
+
+def ensure_present(client, spec, check_mode=False, wait=False, wait_timeout=600, poll_interval=5,
+                   cancel_rejected=True, sleep=time.sleep, clock=time.monotonic):
+    rendered = client.render(spec)
+    existing = client.find(spec["identity"])
+    result = {"changed": False, "rendered": rendered, "failed": False}
+    if existing is not None:
+        job = existing
+    elif check_mode:
+        # Check mode still validates against the cluster: it predicts a failure truthfully.
+        client.preflight(spec)
+        job = predicted_job(spec, client)
+        result["changed"] = True
+        wait = False
+    else:
+        client.preflight(spec)
+        job_id = client.submit(spec)
+        result["changed"] = True
+        job = client.get(job_id)
+    result["diff"] = {"before": summary(existing), "after": summary(job)}
+    if wait and not job.get("terminal"):
+        job, timed_out = wait_for(client, job["job_id"], wait_timeout, poll_interval, sleep=sleep, clock=clock)
+        if job.get("failure_class") == "rejected" and cancel_rejected:
+            job = _cancel_hopeless(client, job)
+        result["failed"], result["msg"] = outcome(job, timed_out, wait_timeout)
+    elif wait:
+        result["failed"], result["msg"] = outcome(job, False, wait_timeout)
+    else:
+        result["msg"] = "job %s is %s" % (job.get("job_id"), job["phase"])
+    result["job"] = job
+    return result
+
+
+def _cancel_hopeless(client, job):
+    """Cancel a job that can never start, so nothing is left pending; keep why it was refused."""
+    try:
+        client.cancel(job["job_id"])
+        final = client.get(job["job_id"])
+    except NotFound:
+        final = dict(job)
+    final = dict(final)
+    final["phase"] = "failed"
+    final["terminal"] = True
+    final["failure_class"] = "rejected"
+    final["reason"] = job.get("reason")
+    return final
+
+
+def ensure_absent(client, job_id=None, identity=None, check_mode=False, wait=False, wait_timeout=600,
+                  poll_interval=5, sleep=time.sleep, clock=time.monotonic):
+    """Cancel the job if it still runs or waits; a finished or unknown job is left as it is."""
+    job = None
+    if job_id is not None:
+        try:
+            job = client.get(job_id)
+        except NotFound:
+            job = None
+    elif identity is not None:
+        job = client.find(identity)
+    result = {"changed": False, "failed": False, "job": job}
+    if job is None or job.get("terminal"):
+        result["diff"] = {"before": summary(job), "after": summary(job)}
+        result["msg"] = "no such job" if job is None else "job %s is already %s" % (job["job_id"], job["phase"])
+        return result
+    result["changed"] = True
+    if check_mode:
+        after = dict(job, phase="cancelled", terminal=True)
+        result["diff"] = {"before": summary(job), "after": summary(after)}
+        result["msg"] = "job %s would be cancelled" % job["job_id"]
+        return result
+    client.cancel(job["job_id"])
+    final = client.get(job["job_id"])
+    if wait and not final.get("terminal"):
+        final, timed_out = wait_for(client, job["job_id"], wait_timeout, poll_interval, sleep=sleep, clock=clock)
+        if timed_out:
+            result["failed"] = True
+            result["msg"] = "job %s is still %s %s seconds after cancelling it" % (
+                job["job_id"], final["phase"], wait_timeout)
+    result.setdefault("msg", "job %s cancelled" % job["job_id"])
+    result["job"] = final
+    result["diff"] = {"before": summary(job), "after": summary(final)}
+    return result

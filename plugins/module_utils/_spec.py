@@ -1,0 +1,233 @@
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The backend-neutral job spec. Internal to this collection.
+
+One spec describes a job for every resource manager: modules take it as options, the controller
+takes it (camelCased) from a BridgeJob, and each backend compiles the normalized form below to its
+own request. Everything here is pure: validation happens before any network call.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import math
+import re
+
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
+
+BACKENDS = ("slurm", "ray", "lsf", "quantum", "kubernetes")
+
+RESOURCE_OPTIONS = dict(
+    nodes=dict(type="int"),
+    tasks=dict(type="int"),
+    tasks_per_node=dict(type="int"),
+    cpus_per_task=dict(type="int"),
+    gpus=dict(type="int"),
+    gpu_type=dict(type="str"),
+    memory=dict(type="raw"),
+    memory_per_cpu=dict(type="raw"),
+    time_limit=dict(type="raw"),
+)
+
+# The Ansible argument spec of a job; modules extend it with their connection and state options.
+JOB_SPEC_OPTIONS = dict(
+    script=dict(type="str"),
+    name=dict(type="str"),
+    identity=dict(type="str"),
+    environment=dict(type="dict", default={}),
+    working_directory=dict(type="str"),
+    stdout=dict(type="str"),
+    stderr=dict(type="str"),
+    queue=dict(type="str"),
+    account=dict(type="str"),
+    qos=dict(type="str"),
+    constraints=dict(type="str"),
+    resources=dict(type="dict", default={}, options=RESOURCE_OPTIONS),
+    backend_options=dict(type="dict", default={}),
+)
+
+IDENTITY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+NAME_PATTERN = re.compile(r"^[^\s,'\"\\]{1,200}$")
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MEMORY_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(I?B)?\s*$", re.IGNORECASE)
+MEMORY_UNITS_MB = {"K": 1.0 / 1024, "": 1.0, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2, "P": 1024.0 ** 3}
+TIME_FORMATS = "minutes (90), MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def parse_time_limit(value, field="resources.time_limit"):
+    """Slurm's time syntax (also used by every other backend) to whole minutes, rounding seconds up.
+
+    Slurm reads "A:B" as minutes:seconds and "A:B:C" as hours:minutes:seconds; we keep its
+    meaning so that a limit means the same thing whatever backend runs the job.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise SpecError(field, "expected a time such as %s, got %r" % (TIME_FORMATS, value))
+    if isinstance(value, int):
+        if value <= 0:
+            raise SpecError(field, "must be a positive number of minutes, got %d" % value)
+        return value
+    text = str(value).strip()
+    match = re.match(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$", text)
+    if not match:
+        raise SpecError(field, "'%s' is not a time; use %s" % (text, TIME_FORMATS))
+    days, first, second, third = match.groups()
+    days = int(days or 0)
+    if days and third is None and second is None:
+        hours, minutes, seconds = int(first), 0, 0
+    elif days and third is None:
+        hours, minutes, seconds = int(first), int(second), 0
+    elif third is not None:
+        hours, minutes, seconds = int(first), int(second), int(third)
+    elif second is not None:
+        hours, minutes, seconds = 0, int(first), int(second)
+    else:
+        hours, minutes, seconds = 0, int(first), 0
+    if (second is not None and int(second) > 59) or (third is not None and int(third) > 59):
+        raise SpecError(field, "'%s' has a minutes or seconds part over 59; use %s" % (text, TIME_FORMATS))
+    if days and hours > 23:
+        raise SpecError(field, "'%s' has an hours part over 23 after a day count" % text)
+    total_seconds = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total_seconds <= 0:
+        raise SpecError(field, "'%s' must be longer than zero" % text)
+    return int(math.ceil(total_seconds / 60.0))
+
+
+def parse_memory(value, field="resources.memory"):
+    """'4G', '512M', '1.5GiB' or a plain number of MiB to whole MiB (rounded up)."""
+    if value is None or value == "":
+        return None
+    match = MEMORY_PATTERN.match(str(value))
+    if not match:
+        raise SpecError(field, "'%s' is not a memory size; use a number of MiB or a unit K, M, G, T (e.g. 4G)" % value)
+    number, unit, _suffix = match.groups()
+    mebibytes = int(math.ceil(float(number) * MEMORY_UNITS_MB[unit.upper()]))
+    if mebibytes <= 0:
+        raise SpecError(field, "'%s' must be at least 1 MiB" % value)
+    return mebibytes
+
+
+def format_minutes(minutes):
+    """Minutes as Slurm prints them (D-HH:MM:SS), None as 'UNLIMITED'."""
+    if minutes is None:
+        return "UNLIMITED"
+    days, rest = divmod(int(minutes), 24 * 60)
+    hours, mins = divmod(rest, 60)
+    text = "%02d:%02d:00" % (hours, mins)
+    return "%d-%s" % (days, text) if days else text
+
+
+def _positive(resources, key):
+    value = resources.get(key)
+    if value is None:
+        return None
+    if value < 1:
+        raise SpecError("resources.%s" % key, "must be 1 or more, got %d" % value)
+    return value
+
+
+def normalize_spec(params):
+    """Validate a job spec (module params or a camelCase-free dict) and return its canonical form.
+
+    Raises SpecError naming the first bad field. The canonical form is what backends compile
+    and what the default identity is derived from.
+    """
+    script = params.get("script")
+    if script is None or script.strip() == "":
+        raise SpecError("script", "a job needs a script (inline text, or script_file on the controller)")
+    if not script.startswith("#!"):
+        raise SpecError("script", "must start with an interpreter line such as #!/bin/bash")
+
+    name = params.get("name")
+    if name is not None and not NAME_PATTERN.match(name):
+        raise SpecError("name", "'%s' must be 1-200 characters without spaces, commas, quotes or backslashes" % name)
+
+    identity = params.get("identity")
+    if identity is not None and not IDENTITY_PATTERN.match(identity):
+        raise SpecError(
+            "identity",
+            "'%s' must be 1-128 characters of letters, digits and . _ : - starting with a letter or digit" % identity,
+        )
+
+    environment = {}
+    for key, value in sorted((params.get("environment") or {}).items()):
+        if not ENV_NAME_PATTERN.match(str(key)):
+            raise SpecError("environment", "'%s' is not a valid variable name" % key)
+        if isinstance(value, (dict, list)):
+            raise SpecError("environment.%s" % key, "must be a string, number or boolean")
+        environment[str(key)] = _env_text(value)
+
+    resources = dict(params.get("resources") or {})
+    unknown = sorted(set(resources) - set(RESOURCE_OPTIONS))
+    if unknown:
+        raise SpecError("resources", "unknown key(s) %s; allowed: %s" % (", ".join(unknown), ", ".join(sorted(RESOURCE_OPTIONS))))
+    normalized_resources = {}
+    for key in ("nodes", "tasks", "tasks_per_node", "cpus_per_task", "gpus"):
+        normalized_resources[key] = _positive(resources, key)
+    normalized_resources["gpu_type"] = resources.get("gpu_type") or None
+    if normalized_resources["gpu_type"] and not normalized_resources["gpus"]:
+        raise SpecError("resources.gpu_type", "needs resources.gpus, the number of GPUs per node")
+    if resources.get("memory") and resources.get("memory_per_cpu"):
+        raise SpecError("resources.memory", "give either memory (per node) or memory_per_cpu, not both")
+    normalized_resources["memory_mb"] = parse_memory(resources.get("memory"), "resources.memory")
+    normalized_resources["memory_per_cpu_mb"] = parse_memory(resources.get("memory_per_cpu"), "resources.memory_per_cpu")
+    normalized_resources["time_limit_minutes"] = parse_time_limit(resources.get("time_limit"))
+
+    backend_options = params.get("backend_options") or {}
+    for namespace, options in backend_options.items():
+        if namespace not in BACKENDS:
+            raise SpecError(
+                "backend_options",
+                "unknown backend namespace '%s'; allowed: %s" % (namespace, ", ".join(BACKENDS)),
+            )
+        if not isinstance(options, dict):
+            raise SpecError("backend_options.%s" % namespace, "must be a dictionary of native request fields")
+
+    spec = {
+        "script": script,
+        "name": name,
+        "environment": environment,
+        "working_directory": params.get("working_directory") or None,
+        "stdout": params.get("stdout") or None,
+        "stderr": params.get("stderr") or None,
+        "queue": params.get("queue") or None,
+        "account": params.get("account") or None,
+        "qos": params.get("qos") or None,
+        "constraints": params.get("constraints") or None,
+        "resources": normalized_resources,
+        "backend_options": backend_options,
+    }
+    spec["identity"] = identity or derive_identity(spec)
+    if spec["name"] is None:
+        spec["name"] = spec["identity"]
+    return spec
+
+
+def _env_text(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "%s" % (value,)
+
+
+def derive_identity(spec):
+    """A deterministic identity from the job's content: the same spec always maps to the same job.
+
+    Users who want to run an unchanged spec again give `identity` explicitly (a run id, a CR UID).
+    """
+    material = dict((k, v) for k, v in spec.items() if k != "identity")
+    digest = hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+    prefix = re.sub(r"[^A-Za-z0-9._:-]", "-", spec.get("name") or "bridge").lstrip("._:-") or "bridge"
+    return "%s-%s" % (prefix[:100], digest.hexdigest()[:16])
+
+
+def effective_environment(spec):
+    """The environment a batch job receives: Slurm and friends need at least a PATH."""
+    environment = {"PATH": DEFAULT_PATH}
+    environment.update(spec["environment"])
+    return environment

@@ -1,0 +1,139 @@
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one HTTP transport every Bridge client uses. Internal to this collection.
+
+It owns TLS, timeouts, secret scrubbing and the retry policy: idempotent calls are retried on
+connection errors, 429 and 502-504 with jittered backoff that honours Retry-After; anything not
+marked idempotent (a submit POST) is sent exactly once.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import random
+import ssl
+import time
+import traceback
+
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
+    ConnectionFailed,
+    Timeout,
+)
+
+try:
+    import httpx
+
+    HAS_HTTPX = True
+    HTTPX_IMPORT_ERROR = None
+except ImportError:
+    HAS_HTTPX = False
+    HTTPX_IMPORT_ERROR = traceback.format_exc()
+
+IDEMPOTENT_METHODS = frozenset(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"])
+RETRY_STATUSES = frozenset([429, 502, 503, 504])
+REDACTED = "********"
+
+
+def retry_delay(attempt, backoff, retry_after=None, max_delay=30.0, rand=random.random):
+    """Seconds to wait before retry number `attempt` (1-based): Retry-After wins, else jittered
+    exponential backoff ("full jitter" keeps many Bridge workers from retrying in lockstep)."""
+    if retry_after is not None:
+        try:
+            return min(max(float(retry_after), 0.0), max_delay)
+        except (TypeError, ValueError):
+            pass
+    ceiling = min(max_delay, backoff * (2 ** (attempt - 1)))
+    return ceiling / 2 + rand() * ceiling / 2
+
+
+class Transport:
+    """A thin httpx wrapper bound to one manager endpoint."""
+
+    def __init__(
+        self,
+        base_url,
+        manager,
+        headers=None,
+        secrets=(),
+        validate_certs=True,
+        ca_path=None,
+        timeout=30.0,
+        retries=3,
+        backoff=0.5,
+        http_client=None,
+        sleep=time.sleep,
+    ):
+        if not HAS_HTTPX and http_client is None:
+            raise ImportError("the Python library httpx is required: %s" % HTTPX_IMPORT_ERROR)
+        self.base_url = base_url.rstrip("/")
+        self.manager = manager
+        self.secrets = [s for s in secrets if s]
+        self.retries = max(0, int(retries))
+        self.backoff = backoff
+        self.sleep = sleep
+        self.requests_sent = 0
+        if http_client is None:
+            http_client = httpx.Client(
+                base_url=self.base_url,
+                headers=headers or {},
+                verify=self._verify(validate_certs, ca_path),
+                timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
+                follow_redirects=False,
+            )
+        self.http = http_client
+
+    @staticmethod
+    def _verify(validate_certs, ca_path):
+        if not validate_certs:
+            return False
+        if ca_path:
+            return ssl.create_default_context(cafile=ca_path)
+        return True
+
+    def scrub(self, text):
+        """Remove every secret this transport knows from a text meant for humans."""
+        text = "" if text is None else str(text)
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    def close(self):
+        self.http.close()
+
+    def request(self, method, path, params=None, json=None, idempotent=None, verb="call", obj=None, ident=None):
+        """Send one request; returns the httpx response whatever its status.
+
+        Raises ConnectionFailed or Timeout when no response arrived. The caller interprets the
+        status and body, because each manager reports errors its own way.
+        """
+        method = method.upper()
+        if idempotent is None:
+            idempotent = method in IDEMPOTENT_METHODS
+        attempts = 1 + (self.retries if idempotent else 0)
+        url = self.base_url + path
+        for attempt in range(1, attempts + 1):
+            last = attempt == attempts
+            try:
+                self.requests_sent += 1
+                response = self.http.request(method, path, params=params, json=json)
+            except httpx.TimeoutException as exc:
+                if last:
+                    raise Timeout(self._describe(exc), verb, obj, ident, self.manager, url)
+                self.sleep(retry_delay(attempt, self.backoff))
+                continue
+            except httpx.TransportError as exc:
+                if last:
+                    raise ConnectionFailed(self._describe(exc), verb, obj, ident, self.manager, url)
+                self.sleep(retry_delay(attempt, self.backoff))
+                continue
+            if response.status_code in RETRY_STATUSES and not last:
+                self.sleep(retry_delay(attempt, self.backoff, response.headers.get("retry-after")))
+                continue
+            return response
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _describe(self, exc):
+        reason = str(exc) or type(exc).__name__
+        return self.scrub("%s (%s)" % (reason, type(exc).__name__))

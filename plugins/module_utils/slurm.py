@@ -1,0 +1,734 @@
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Slurm REST (slurmrestd) client for Bridge.
+
+Speaks every REST version in use (v0.0.36 ... v0.0.45), discovers which one the server offers and
+normalizes jobs, partitions and nodes into one shape. All of slurmrestd's quirks live here:
+errors[]/warnings[] arrays, wait-status exit codes (v0.0.38), {set, infinite, number} numbers and
+list-valued states (v0.0.40+), and HTTP statuses that moved between releases.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+import re
+
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
+    AuthFailed,
+    BridgeError,
+    ConnectionFailed,
+    NotFound,
+    Rejected,
+    ServerError,
+    SpecError,
+    Timeout,
+    error_for_status,
+)
+from ansible_collections.bridge.hpc.plugins.module_utils._spec import (
+    effective_environment,
+    format_minutes,
+)
+from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
+
+MANAGER = "Slurm"
+# Newest first: discovery takes the first one the server answers.
+KNOWN_VERSIONS = (
+    "v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41",
+    "v0.0.40", "v0.0.39", "v0.0.38", "v0.0.37", "v0.0.36",
+)
+LEGACY_VERSIONS = ("v0.0.36", "v0.0.37", "v0.0.38")
+TAG_PREFIX = "bridge:"
+
+BASE_STATES = (
+    "PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
+    "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY",
+)
+PHASE_BY_STATE = {
+    "PENDING": "queued",
+    "REQUEUED": "queued",
+    "REQUEUE_HOLD": "queued",
+    "REQUEUE_FED": "queued",
+    "RESV_DEL_HOLD": "queued",
+    "RUNNING": "running",
+    "CONFIGURING": "running",
+    "SUSPENDED": "running",
+    "RESIZING": "running",
+    "SIGNALING": "running",
+    "STAGE_OUT": "running",
+    "COMPLETED": "completed",
+    "CANCELLED": "cancelled",
+    "FAILED": "failed",
+    "TIMEOUT": "failed",
+    "DEADLINE": "failed",
+    "NODE_FAIL": "failed",
+    "BOOT_FAIL": "failed",
+    "OUT_OF_MEMORY": "failed",
+    "PREEMPTED": "failed",
+    "SPECIAL_EXIT": "failed",
+    "REVOKED": "cancelled",
+}
+FAILURE_CLASS_BY_STATE = {
+    "TIMEOUT": "timeout",
+    "DEADLINE": "timeout",
+    "OUT_OF_MEMORY": "out_of_memory",
+    "NODE_FAIL": "node_failure",
+    "BOOT_FAIL": "node_failure",
+    "CANCELLED": "cancelled",
+    "REVOKED": "cancelled",
+    "PREEMPTED": "preempted",
+    "FAILED": "non_zero_exit",
+    "SPECIAL_EXIT": "non_zero_exit",
+}
+TERMINAL_PHASES = ("completed", "failed", "cancelled")
+# Pending reasons after which Slurm will never start the job by itself: the request does not fit
+# the partition, account or QOS. Slurm accepts such jobs (HTTP 200) and lets them pend forever.
+HOPELESS_REASONS = frozenset([
+    "PartitionTimeLimit", "PartitionNodeLimit", "PartitionConfig", "BadConstraints",
+    "ReqNodeNotAvail", "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSNotAllowed",
+    "PartitionDown", "PartitionInactive", "NodeDown", "InvalidDependency",
+    "DependencyNeverSatisfied", "QOSMaxWallDurationPerJobLimit", "AssocMaxWallDurationPerJobLimit",
+    "QOSMaxNodePerJobLimit", "QOSMaxCpuPerJobLimit", "AssocMaxNodesPerJob",
+])
+# Slurm reports "no value" and "unlimited" as sentinels in the uint32 range before v0.0.39.
+NO_VAL = 0xFFFFFFFE
+INFINITE = 0xFFFFFFFF
+INVALID_JOB_ID = 2017
+NODE_UNUSABLE = ("DOWN", "DRAIN", "DRAINED", "DRAINING", "NOT_RESPONDING", "FUTURE", "FAIL", "UNKNOWN")
+
+
+# ---------------------------------------------------------------- value decoding (pure)
+
+def number(value):
+    """An int from a plain number, a v0.0.39+ {set, infinite, number} struct or a sentinel.
+
+    None means not set or unlimited; use is_unlimited() to tell them apart.
+    """
+    if isinstance(value, dict):
+        if value.get("infinite") or not value.get("set", True):
+            return None
+        value = value.get("number")
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        if value.lower() in ("infinity", "unlimited", ""):
+            return None
+        try:
+            value = int(float(value))
+        except ValueError:
+            return None
+    # v0.0.38 says "unlimited" with -1 (maximum_nodes_per_job) and uint32 sentinels elsewhere.
+    if value >= NO_VAL or value < 0:
+        return None
+    return int(value)
+
+
+def is_unlimited(value):
+    if isinstance(value, dict):
+        return bool(value.get("infinite"))
+    if isinstance(value, str):
+        return value.lower() in ("infinity", "unlimited")
+    return value == INFINITE
+
+
+def rfc3339(epoch):
+    seconds = number(epoch)
+    if not seconds:
+        return None
+    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def state_list(job_state):
+    if job_state is None:
+        return []
+    if isinstance(job_state, list):
+        return [str(s).upper() for s in job_state]
+    return [str(job_state).upper()]
+
+
+def decode_exit(exit_code):
+    """(exit_code, signal) from any version's exit_code.
+
+    v0.0.38 sends the raw wait status (768 = exit 3, 15 = killed by signal 15); v0.0.39 the same
+    inside a struct; v0.0.40+ an object with status[], return_code and signal.
+    """
+    if exit_code is None:
+        return None, None
+    if isinstance(exit_code, dict) and ("status" in exit_code or "return_code" in exit_code):
+        status = exit_code.get("status") or []
+        if isinstance(status, str):
+            status = [status]
+        status = [s.upper() for s in status]
+        if "PENDING" in status or "INVALID" in status:
+            return None, None
+        signal = number((exit_code.get("signal") or {}).get("id"))
+        if "SIGNALED" in status or "CORE_DUMPED" in status:
+            return None, signal
+        return number(exit_code.get("return_code")), None
+    raw = number(exit_code)
+    if raw is None:
+        return None, None
+    if raw & 0x7F:
+        return None, raw & 0x7F
+    return (raw >> 8) & 0xFF, None
+
+
+def text(value):
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value) or None
+    value = str(value)
+    return value if value and value != "None" else None
+
+
+def identity_of(comment):
+    comment = text(comment)
+    if comment and comment.startswith(TAG_PREFIX):
+        return comment[len(TAG_PREFIX):]
+    return None
+
+
+def normalize_job(native):
+    """One job of any REST version as Bridge's backend-neutral job dict."""
+    states = state_list(native.get("job_state"))
+    base = next((s for s in states if s in BASE_STATES), states[0] if states else "UNKNOWN")
+    flags = [s for s in states if s != base]
+    # v0.0.38/39 print a flag instead of the base state ("COMPLETING" while a finished or
+    # cancelled job winds down); it hides the outcome, so it counts as running until Slurm
+    # reports the base state.
+    phase = PHASE_BY_STATE.get(base)
+    exit_code, signal = decode_exit(native.get("exit_code"))
+    if phase is None:
+        phase = "queued" if base in ("UNKNOWN", "") else "running"
+    reason = text(native.get("state_reason"))
+    failure_class = FAILURE_CLASS_BY_STATE.get(base)
+    if phase == "failed" and failure_class is None:
+        failure_class = "non_zero_exit"
+    if phase == "queued" and reason in HOPELESS_REASONS:
+        failure_class = "rejected"
+    if phase == "completed":
+        failure_class = None
+    terminal = phase in TERMINAL_PHASES
+    return {
+        "job_id": native.get("job_id"),
+        "name": text(native.get("name")),
+        "identity": identity_of(native.get("comment")),
+        "phase": phase,
+        "terminal": terminal,
+        "native_state": "+".join([base] + flags),
+        "reason": reason,
+        "exit_code": exit_code if terminal else None,
+        "signal": signal if terminal else None,
+        "failure_class": failure_class,
+        "submit_time": rfc3339(native.get("submit_time")),
+        "start_time": rfc3339(native.get("start_time")) if phase != "queued" else None,
+        "end_time": rfc3339(native.get("end_time")) if terminal else None,
+        "partition": text(native.get("partition")),
+        "nodes": text(native.get("nodes")),
+        "user": text(native.get("user_name")),
+        "time_limit_minutes": number(native.get("time_limit")),
+        "working_directory": text(native.get("current_working_directory")),
+        "stdout": text(native.get("standard_output")),
+        "stderr": text(native.get("standard_error")),
+        "native": native,
+    }
+
+
+def _nested(obj, *path):
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def normalize_partition(native):
+    """A partition of any REST version: v0.0.38 flat keys or v0.0.39+ nested objects."""
+    nested = isinstance(native.get("nodes"), dict)
+    if nested:
+        max_time = _nested(native, "maximums", "time")
+        default_time = _nested(native, "defaults", "time")
+        state = state_list(_nested(native, "partition", "state"))
+        node_list = _nested(native, "nodes", "configured")
+        total_nodes = number(_nested(native, "nodes", "total"))
+        total_cpus = number(_nested(native, "cpus", "total"))
+        max_nodes = _nested(native, "maximums", "nodes")
+        min_nodes = _nested(native, "minimums", "nodes")
+        max_memory_per_node = _nested(native, "maximums", "partition_memory_per_node")
+        default_memory_per_cpu = _nested(native, "defaults", "partition_memory_per_cpu")
+        if default_memory_per_cpu is None:
+            default_memory_per_cpu = _nested(native, "defaults", "memory_per_cpu")
+        default = _partition_default_flag(native)
+        tres = _nested(native, "tres", "configured")
+    else:
+        max_time = native.get("max_time_limit")
+        default_time = native.get("default_time_limit")
+        state = state_list(native.get("state"))
+        node_list = native.get("nodes")
+        total_nodes = number(native.get("total_nodes"))
+        total_cpus = number(native.get("total_cpus"))
+        max_nodes = native.get("maximum_nodes_per_job")
+        min_nodes = native.get("min nodes per job", native.get("minimum_nodes_per_job"))
+        max_memory_per_node = native.get("maximum_memory_per_node")
+        default_memory_per_cpu = native.get("default_memory_per_cpu")
+        default = "default" in [str(f).lower() for f in native.get("flags") or []]
+        tres = native.get("tres")
+    max_time_minutes = number(max_time)
+    return {
+        "name": native.get("name"),
+        "state": (state[0] if state else "UNKNOWN").upper(),
+        "default": default,
+        "nodes": text(node_list),
+        "total_nodes": total_nodes,
+        "total_cpus": total_cpus,
+        "max_time_minutes": max_time_minutes,
+        "max_time": format_minutes(max_time_minutes),
+        "default_time_minutes": number(default_time),
+        "default_time": format_minutes(number(default_time)) if number(default_time) else None,
+        "max_nodes_per_job": number(max_nodes),
+        "min_nodes_per_job": number(min_nodes),
+        "max_memory_per_node_mb": number(max_memory_per_node),
+        "default_memory_per_cpu_mb": number(default_memory_per_cpu),
+        "tres": text(tres),
+        "native": native,
+    }
+
+
+def _partition_default_flag(native):
+    # The default flag shows up in v0.0.45 only (as partition.state or flags); earlier nested
+    # versions do not say, which normalize_partition reports as False.
+    flags = native.get("flags") or []
+    if isinstance(flags, list) and "DEFAULT" in [str(f).upper() for f in flags]:
+        return True
+    return "DEFAULT" in state_list(_nested(native, "partition", "state"))
+
+
+def normalize_node(native):
+    states = state_list(native.get("state"))
+    flags = state_list(native.get("state_flags"))
+    all_states = [s.upper() for s in states + flags]
+    features = native.get("features")
+    if isinstance(features, str):
+        features = [f for f in features.split(",") if f]
+    cpus = number(native.get("cpus"))
+    alloc_cpus = number(native.get("alloc_cpus")) or 0
+    real_memory = number(native.get("real_memory"))
+    alloc_memory = number(native.get("alloc_memory")) or 0
+    gres = text(native.get("gres"))
+    return {
+        "name": native.get("name"),
+        "state": all_states[0].lower() if all_states else "unknown",
+        "states": [s.lower() for s in all_states],
+        "usable": not any(s in NODE_UNUSABLE for s in all_states),
+        "cpus": cpus,
+        "alloc_cpus": alloc_cpus,
+        "free_cpus": None if cpus is None else max(cpus - alloc_cpus, 0),
+        "memory_mb": real_memory,
+        "alloc_memory_mb": alloc_memory,
+        "free_memory_mb": None if real_memory is None else max(real_memory - alloc_memory, 0),
+        "gres": gres,
+        "gpus": gpu_count(gres),
+        "features": list(features or []),
+        "partitions": list(native.get("partitions") or []),
+        "reason": text(native.get("reason")),
+        "native": native,
+    }
+
+
+def gpu_count(gres):
+    """GPUs in a gres string such as 'gpu:a100:4(S:0-1),gpu:2'."""
+    total = 0
+    for item in (gres or "").split(","):
+        match = re.match(r"^gpu(?::[^:(]+)?:(\d+)", item.strip())
+        if match:
+            total += int(match.group(1))
+    return total
+
+
+# ---------------------------------------------------------------- compiling the spec (pure)
+
+def gpu_request(spec, legacy):
+    resources = spec["resources"]
+    if not resources["gpus"]:
+        return None
+    kind = "gpu:%s" % resources["gpu_type"] if resources["gpu_type"] else "gpu"
+    if legacy:
+        return "%s:%d" % (kind, resources["gpus"])
+    return "gres/%s:%d" % (kind, resources["gpus"])
+
+
+def compile_submit(spec, api_version):
+    """The submit body for one REST version; it is what modules return as `rendered`."""
+    legacy = api_version in LEGACY_VERSIONS
+    resources = spec["resources"]
+    environment = effective_environment(spec)
+    job = {
+        "name": spec["name"],
+        "comment": TAG_PREFIX + spec["identity"],
+        "current_working_directory": spec["working_directory"] or "/tmp",
+        "standard_output": spec["stdout"],
+        "standard_error": spec["stderr"],
+        "partition": spec["queue"],
+        "account": spec["account"],
+        "qos": spec["qos"],
+        "constraints": spec["constraints"],
+        "tasks": resources["tasks"],
+        "tasks_per_node": resources["tasks_per_node"],
+        "cpus_per_task": resources["cpus_per_task"],
+    }
+    if legacy:
+        job.update({
+            "environment": environment,
+            "nodes": resources["nodes"],
+            "memory_per_node": resources["memory_mb"],
+            "memory_per_cpu": resources["memory_per_cpu_mb"],
+            "time_limit": resources["time_limit_minutes"],
+            "gpus_per_node": gpu_request(spec, True),
+        })
+    else:
+        job.update({
+            "script": spec["script"],
+            "environment": ["%s=%s" % item for item in sorted(environment.items())],
+            "nodes": None if resources["nodes"] is None else str(resources["nodes"]),
+            "memory_per_node": _nv(resources["memory_mb"]),
+            "memory_per_cpu": _nv(resources["memory_per_cpu_mb"]),
+            "time_limit": _nv(resources["time_limit_minutes"]),
+            "tres_per_node": gpu_request(spec, False),
+        })
+    overrides = spec["backend_options"].get("slurm") or {}
+    for reserved in ("comment", "script"):
+        if reserved in overrides:
+            raise SpecError(
+                "backend_options.slurm.%s" % reserved,
+                "is set by Bridge (the identity tag and the script); it cannot be overridden",
+            )
+    job.update(overrides)
+    job = dict((k, v) for k, v in job.items() if v is not None)
+    if legacy:
+        return {"script": spec["script"], "job": job}
+    return {"job": job}
+
+
+def _nv(value):
+    if value is None:
+        return None
+    return {"set": True, "infinite": False, "number": value}
+
+
+def check_fits(spec, partitions, nodes):
+    """Refuse, before submitting, a job Slurm would accept but never start on these partitions.
+
+    Raises SpecError naming the field and what the cluster offers.
+    """
+    if not partitions:
+        return
+    by_name = dict((p["name"], p) for p in partitions)
+    names = ", ".join(sorted(by_name))
+    resources = spec["resources"]
+    requested = spec["queue"]
+    if requested:
+        # Slurm accepts a comma list and runs the job in the first partition that fits.
+        wanted = [name.strip() for name in requested.split(",") if name.strip()]
+        unknown = [name for name in wanted if name not in by_name]
+        if unknown:
+            raise SpecError("queue", "'%s' is not a partition of this cluster; existing partitions: %s" % (
+                ",".join(unknown), names))
+        candidates = [by_name[name] for name in wanted]
+    else:
+        candidates = [p for p in partitions if p["default"]]
+    if not candidates:
+        return
+    problems = []
+    for partition in candidates:
+        problem = _partition_misfit(spec, partition, nodes)
+        if problem is None:
+            return
+        problems.append(problem)
+    field, reason = problems[0]
+    raise SpecError(field, reason)
+
+
+def _partition_misfit(spec, partition, nodes):
+    resources = spec["resources"]
+    name = partition["name"]
+    limit = resources["time_limit_minutes"]
+    if limit and partition["max_time_minutes"] and limit > partition["max_time_minutes"]:
+        return ("resources.time_limit", "%d minutes exceeds the maximum of partition '%s': %d minutes (%s)" % (
+            limit, name, partition["max_time_minutes"], partition["max_time"]))
+    wanted_nodes = resources["nodes"] or 1
+    member_nodes = [n for n in nodes if name in n["partitions"]]
+    max_nodes = partition["max_nodes_per_job"]
+    if max_nodes is None:
+        max_nodes = partition["total_nodes"]
+    if max_nodes and wanted_nodes > max_nodes:
+        return ("resources.nodes", "%d nodes exceed what partition '%s' allows per job: %d" % (
+            wanted_nodes, name, max_nodes))
+    if not member_nodes:
+        return None
+    biggest_memory = max(n["memory_mb"] or 0 for n in member_nodes)
+    biggest_cpus = max(n["cpus"] or 0 for n in member_nodes)
+    per_node_tasks = resources["tasks_per_node"] or (
+        -(-(resources["tasks"] or 1) // wanted_nodes))
+    cpus_per_node = per_node_tasks * (resources["cpus_per_task"] or 1)
+    if biggest_cpus and cpus_per_node > biggest_cpus:
+        return ("resources.cpus_per_task", "%d CPUs per node requested (tasks x cpus_per_task) but the largest node of partition '%s' has %d" % (
+            cpus_per_node, name, biggest_cpus))
+    memory = resources["memory_mb"]
+    if resources["memory_per_cpu_mb"]:
+        memory = resources["memory_per_cpu_mb"] * cpus_per_node
+    if memory and biggest_memory and memory > biggest_memory:
+        return ("resources.memory", "%d MiB per node requested but the largest node of partition '%s' has %d MiB" % (
+            memory, name, biggest_memory))
+    if resources["gpus"]:
+        most_gpus = max(n["gpus"] for n in member_nodes)
+        if resources["gpus"] > most_gpus:
+            return ("resources.gpus", "%d GPUs per node requested but the nodes of partition '%s' have at most %d" % (
+                resources["gpus"], name, most_gpus))
+    if spec["constraints"]:
+        features = set()
+        for node in member_nodes:
+            features.update(node["features"])
+        plain = re.split(r"[&|,\[\]()*!]", spec["constraints"])
+        missing = sorted(f for f in (p.strip() for p in plain) if f and f not in features and not f.isdigit())
+        if missing:
+            return ("constraints", "feature(s) %s not offered by partition '%s'; its features: %s" % (
+                ", ".join(missing), name, ", ".join(sorted(features)) or "none"))
+    return None
+
+
+# ---------------------------------------------------------------- the client
+
+class SlurmClient:
+    """Domain verbs over slurmrestd. Returns normalized dicts; keeps the raw object in `native`."""
+
+    manager = MANAGER
+
+    def __init__(self, url, user=None, token=None, api_version=None, validate_certs=True,
+                 ca_path=None, timeout=30.0, retries=3, transport=None):
+        if api_version and api_version not in KNOWN_VERSIONS:
+            raise SpecError("api_version", "'%s' is not a Slurm REST version Bridge speaks; known: %s" % (
+                api_version, ", ".join(KNOWN_VERSIONS)))
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["X-SLURM-USER-TOKEN"] = token
+        if user:
+            headers["X-SLURM-USER-NAME"] = user
+        self.url = url.rstrip("/")
+        self.transport = transport or Transport(
+            self.url, MANAGER, headers=headers, secrets=[token], validate_certs=validate_certs,
+            ca_path=ca_path, timeout=timeout, retries=retries)
+        self._api_version = api_version
+        self.warnings = []
+
+    # -- plumbing
+
+    @property
+    def api_version(self):
+        if self._api_version is None:
+            served = self.served_versions(stop_at_first=True)
+            if not served:
+                raise NotFound("slurmrestd serves none of the REST versions Bridge knows (%s)" % ", ".join(KNOWN_VERSIONS),
+                               "discover", "REST API", None, MANAGER, self.url)
+            self._api_version = served[0]
+        return self._api_version
+
+    def served_versions(self, stop_at_first=False):
+        """The REST versions the server answers, newest first (probed with GET ping, 200 vs 404)."""
+        served = []
+        for version in KNOWN_VERSIONS:
+            response = self.transport.request("GET", "/slurm/%s/ping/" % version, verb="discover", obj="REST API")
+            if response.status_code == 404:
+                continue
+            self._check(response, "discover", "REST API", version)
+            served.append(version)
+            if stop_at_first:
+                break
+        return served
+
+    @property
+    def legacy(self):
+        return self.api_version in LEGACY_VERSIONS
+
+    def _path(self, suffix):
+        return "/slurm/%s/%s" % (self.api_version, suffix)
+
+    def _call(self, method, suffix, verb, obj, ident=None, json=None, params=None, idempotent=None, created_key=None):
+        response = self.transport.request(method, self._path(suffix), params=params, json=json,
+                                          idempotent=idempotent, verb=verb, obj=obj, ident=ident)
+        return self._check(response, verb, obj, ident, created_key)
+
+    def _check(self, response, verb, obj, ident, created_key=None):
+        """The body of a successful response; a typed error for Slurm's errors[] or an HTTP error.
+
+        With `created_key`, a 2xx body that carries that key is a success whatever errors[] says:
+        Slurm 22.05 answers a submit it queued but cannot run with HTTP 200, an error
+        ("Requested partition configuration not available now") and the new job's id.
+        """
+        status = response.status_code
+        if status == 304:
+            return None
+        try:
+            body = response.json()
+        except ValueError:
+            body = {"errors": [{"error": response.text.strip()[:500]}]} if status >= 400 else {}
+        if not isinstance(body, dict):
+            body = {}
+        for warning in body.get("warnings") or []:
+            note = self.transport.scrub(_error_text(warning))
+            if note and note not in self.warnings:
+                self.warnings.append(note)
+        errors = [e for e in body.get("errors") or [] if _error_number(e) != 0 or _error_text(e)]
+        if status < 400 and not errors:
+            return body
+        if status < 400 and created_key and body.get(created_key):
+            for error in errors:
+                self.warnings.append("Slurm accepted %s '%s' with an error: %s" % (
+                    obj, body.get(created_key), self.transport.scrub(_error_text(error))))
+            return body
+        reason = self.transport.scrub("; ".join(_error_text(e) for e in errors) or response.reason_phrase or "no reason given")
+        numbers = [_error_number(e) for e in errors]
+        lowered = reason.lower()
+        if status in (401, 511) or "authentication" in lowered or "jwt" in lowered or "token" in lowered:
+            raise AuthFailed("authentication failed: the user or token was refused (%s)" % reason,
+                             verb, obj, ident, MANAGER, self.url, status)
+        if status == 500 and errors and all(n == -1 for n in numbers) and self._api_version in LEGACY_VERSIONS + (None,):
+            # Slurm 22.05 answers a bad or expired token with a bare 500 "Unspecified error" (-1);
+            # only slurmctld's log says "jwt_decode failure". Nothing else we send yields it.
+            raise AuthFailed("authentication failed: slurmctld refused the request without a reason, which is how "
+                             "Slurm 22.05 answers a bad or expired token (%s)" % reason,
+                             verb, obj, ident, MANAGER, self.url, status)
+        if INVALID_JOB_ID in numbers or (status == 404 and obj == "job"):
+            raise NotFound(reason, verb, obj, ident, MANAGER, self.url, status)
+        if status >= 500 and any(n for n in numbers if n and n > 0):
+            raise Rejected(reason, verb, obj, ident, MANAGER, self.url, status)
+        if status < 400:
+            raise Rejected(reason, verb, obj, ident, MANAGER, self.url, status)
+        raise error_for_status(status)(reason, verb, obj, ident, MANAGER, self.url, status)
+
+    # -- domain verbs
+
+    def ping(self):
+        body = self._call("GET", "ping/", "ping", "controller")
+        pings = body.get("pings") or []
+        up = [p for p in pings if (p.get("ping") or p.get("pinged") or "").upper() == "UP" or p.get("responding")]
+        return {
+            "api_version": self.api_version,
+            "release": _release(body),
+            "controllers": [{"hostname": p.get("hostname"), "mode": p.get("mode"), "up": p in up} for p in pings],
+            "reachable": bool(up),
+        }
+
+    def render(self, spec):
+        return compile_submit(spec, self.api_version)
+
+    def submit(self, spec):
+        """Submit once; never retried. If no answer arrives, look the identity up before giving up."""
+        body = self.render(spec)
+        try:
+            result = self._call("POST", "job/submit", "submit", "job", spec["name"], json=body, idempotent=False,
+                                created_key="job_id")
+        except (ConnectionFailed, Timeout) as exc:
+            existing = self.find(spec["identity"])
+            if existing is not None:
+                return existing["job_id"]
+            raise type(exc)(exc.reason + "; the submission may not have reached Slurm and was not retried "
+                            "(no job with identity '%s' exists now)" % spec["identity"],
+                            exc.verb, exc.obj, exc.ident, exc.manager, exc.url, exc.status)
+        job_id = result.get("job_id")
+        if job_id is None and isinstance(result.get("result"), dict):
+            job_id = result["result"].get("job_id")
+        if not job_id:
+            raise ServerError("slurmrestd answered without a job id", "submit", "job", spec["name"], MANAGER, self.url)
+        return int(job_id)
+
+    def get(self, job_id):
+        body = self._call("GET", "job/%s" % job_id, "get", "job", job_id)
+        jobs = body.get("jobs") or []
+        if not jobs:
+            raise NotFound("no such job", "get", "job", job_id, MANAGER, self.url)
+        return normalize_job(jobs[0])
+
+    def list(self, ids=None, update_time=None):
+        """Every job slurmctld remembers (MinJobAge), or None when nothing changed since update_time."""
+        params = {"update_time": int(update_time)} if update_time else None
+        body = self._call("GET", "jobs/", "list", "jobs", params=params)
+        if body is None:
+            return None
+        jobs = [normalize_job(j) for j in body.get("jobs") or []]
+        if ids is not None:
+            wanted = set(int(i) for i in ids)
+            jobs = [j for j in jobs if j["job_id"] in wanted]
+        return jobs
+
+    def find(self, identity):
+        """The newest job carrying this identity tag, or None."""
+        matches = [j for j in self.list() if j["identity"] == identity]
+        if not matches:
+            return None
+        if len(matches) > 1:
+            self.warnings.append("%d Slurm jobs carry identity '%s' (%s); using the newest" % (
+                len(matches), identity, ", ".join(str(j["job_id"]) for j in matches)))
+        return max(matches, key=lambda j: j["job_id"])
+
+    def cancel(self, job_id, signal=None):
+        params = {"signal": signal} if signal else None
+        body = self._call("DELETE", "job/%s" % job_id, "cancel", "job", job_id, params=params)
+        # v0.0.42+ report per-job failures inside status[] with HTTP 200.
+        for item in (body or {}).get("status") or []:
+            error = item.get("error") or {}
+            if error.get("code"):
+                if error.get("code") == INVALID_JOB_ID:
+                    raise NotFound(error.get("message") or error.get("string") or "no such job",
+                                   "cancel", "job", job_id, MANAGER, self.url)
+                raise Rejected(error.get("message") or error.get("string") or "signal refused",
+                               "cancel", "job", job_id, MANAGER, self.url)
+
+    def partitions(self):
+        body = self._call("GET", "partitions/", "list", "partitions")
+        return [normalize_partition(p) for p in body.get("partitions") or []]
+
+    def nodes(self):
+        body = self._call("GET", "nodes/", "list", "nodes")
+        return [normalize_node(n) for n in body.get("nodes") or []]
+
+    def preflight(self, spec):
+        check_fits(spec, self.partitions(), self.nodes())
+
+    def close(self):
+        self.transport.close()
+
+
+def _error_text(item):
+    if not isinstance(item, dict):
+        return str(item)
+    parts = [item.get("description"), item.get("error"), item.get("warning")]
+    seen = []
+    for part in parts:
+        if part and part not in seen:
+            seen.append(str(part))
+    return ": ".join(seen)
+
+
+def _error_number(item):
+    if not isinstance(item, dict):
+        return None
+    value = item.get("error_number", item.get("error_code", item.get("errno")))
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _release(body):
+    meta = body.get("meta") or {}
+    slurm = meta.get("slurm") or meta.get("Slurm") or {}
+    if slurm.get("release"):
+        return slurm["release"]
+    version = slurm.get("version") or {}
+    if version:
+        return "%s.%s.%s" % (version.get("major"), version.get("minor"), version.get("micro"))
+    return None

@@ -1,0 +1,182 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: job
+short_description: Run a job on any Bridge backend from one backend-neutral spec
+version_added: 0.1.0
+description:
+  - The same job spec (script, environment, resources, queue, ...) compiled to the backend named in
+    O(backend) and submitted there, with the lifecycle of the backend's own module
+    (M(bridge.hpc.slurm_job) for Slurm): a deterministic identity looked up before submitting,
+    check mode, diff, waiting and cancelling.
+  - Backends available now are V(slurm). Ray, LSF, IBM Quantum and Kubernetes Jobs compile the same spec as they land.
+author:
+  - Bridge developers
+extends_documentation_fragment:
+  - bridge.hpc.connection
+  - bridge.hpc.job_spec
+options:
+  backend:
+    description:
+      - The resource manager that runs the job.
+    type: str
+    required: true
+    choices: [slurm]
+attributes:
+  check_mode:
+    support: full
+    description: Validates against the backend and returns the predicted job and the rendered request.
+  diff_mode:
+    support: full
+    description: Shows the job before and after.
+seealso:
+  - module: bridge.hpc.slurm_job
+"""
+
+EXAMPLES = r"""
+- name: One spec, run on Slurm
+  bridge.hpc.job:
+    backend: slurm
+    url: http://127.0.0.1:6820
+    user: alice
+    token: "{{ slurm_jwt }}"
+    script: |
+      #!/bin/bash
+      python3 -c 'print(6 * 7)'
+    resources:
+      cpus_per_task: 2
+      memory: 1G
+      time_limit: 10
+    wait: true
+  register: result
+
+- name: Show the native request it compiled to
+  ansible.builtin.debug:
+    var: result.rendered
+"""
+
+RETURN = r"""
+job_id:
+  description: The backend's job id; null in check mode for a job that would be submitted.
+  returned: always
+  type: int
+  sample: 42
+phase:
+  description: Normalized phase, one of C(queued), C(running), C(completed), C(failed), C(cancelled).
+  returned: always
+  type: str
+  sample: completed
+exit_code:
+  description: Exit code of a finished job (a wait status of 768 reads 3); null while running or when killed by a signal.
+  returned: always
+  type: int
+  sample: 0
+identity:
+  description: The job's identity, given or derived from the spec.
+  returned: when state is present
+  type: str
+  sample: hello-5f2c0a9e1b7d3c44
+rendered:
+  description: The native submit request compiled from the spec for the backend and its version.
+  returned: when state is present
+  type: dict
+  sample: {"script": "#!/bin/bash\necho hi\n", "job": {"name": "hello", "comment": "bridge:hello-5f2c0a9e1b7d3c44"}}
+api_version:
+  description: REST API version used, where the backend has versions (Slurm).
+  returned: always
+  type: str
+  sample: v0.0.38
+job:
+  description: The job, normalized across backends and their versions.
+  returned: always
+  type: dict
+  contains:
+    job_id:
+      description: Job id.
+      type: int
+    name:
+      description: Job name.
+      type: str
+    identity:
+      description: Identity from the C(bridge:) comment tag.
+      type: str
+    phase:
+      description: C(queued), C(running), C(completed), C(failed) or C(cancelled).
+      type: str
+    terminal:
+      description: Whether the job is finished.
+      type: bool
+    native_state:
+      description: Slurm's state with its flags, such as C(CANCELLED+COMPLETING).
+      type: str
+    reason:
+      description: Slurm's state reason, such as C(PartitionTimeLimit).
+      type: str
+    exit_code:
+      description: Exit code of a finished job.
+      type: int
+    signal:
+      description: Signal that ended the job (15 for a cancel or a time limit).
+      type: int
+    failure_class:
+      description: >-
+        Why it did not complete: C(timeout), C(out_of_memory), C(node_failure), C(cancelled),
+        C(non_zero_exit), C(rejected) (can never start) or C(preempted).
+      type: str
+    submit_time:
+      description: RFC 3339 time of submission.
+      type: str
+    start_time:
+      description: RFC 3339 start time.
+      type: str
+    end_time:
+      description: RFC 3339 end time of a finished job.
+      type: str
+    partition:
+      description: Partition.
+      type: str
+    nodes:
+      description: Node list.
+      type: str
+    native:
+      description: The job object as slurmrestd returned it.
+      type: dict
+  sample: {"job_id": 42, "phase": "completed", "exit_code": 0, "native_state": "COMPLETED"}
+error:
+  description: The typed error when the task failed on a Bridge error.
+  returned: on failure
+  type: dict
+  sample: {"type": "Rejected", "reason": "Invalid partition name specified", "status": 500}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    CLIENT_FACTORIES,
+    CONNECTION_OPTIONS,
+    job_module_options,
+    main_for,
+    run_job,
+)
+
+
+def main():
+    options = job_module_options(CONNECTION_OPTIONS)
+    options["backend"] = dict(type="str", required=True, choices=sorted(CLIENT_FACTORIES))
+    module = AnsibleModule(
+        argument_spec=options,
+        mutually_exclusive=[("script", "script_file")],
+        supports_check_mode=True,
+    )
+    main_for(module, CLIENT_FACTORIES[module.params["backend"]], run_job)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: slurm_cluster_info
+short_description: Read a Slurm cluster's controllers, REST versions, partitions and nodes
+version_added: 0.1.0
+description:
+  - Pings the Slurm controllers through slurmrestd and reads the REST versions the server offers,
+    its partitions and its nodes, normalized across REST versions.
+author:
+  - Bridge developers
+extends_documentation_fragment:
+  - bridge.hpc.slurm
+options:
+  gather:
+    description:
+      - What to read. C(versions) probes every known REST version and costs one request each.
+    type: list
+    elements: str
+    choices: [ping, versions, partitions, nodes]
+    default: [ping, partitions, nodes]
+  include_native:
+    description:
+      - Keep the raw objects under C(native).
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+    description: Reads only.
+seealso:
+  - module: bridge.hpc.slurm_job
+  - plugin: bridge.hpc.slurm
+    plugin_type: inventory
+"""
+
+EXAMPLES = r"""
+- name: Partitions and nodes
+  bridge.hpc.slurm_cluster_info:
+    url: http://127.0.0.1:6820
+    user: alice
+    token: "{{ slurm_jwt }}"
+  register: cluster
+
+- name: Longest time limit on offer
+  ansible.builtin.debug:
+    msg: "{{ cluster.partitions | map(attribute='max_time_minutes') | max }}"
+"""
+
+RETURN = r"""
+api_version:
+  description: REST version used (the newest the server offers unless O(api_version) is set).
+  returned: always
+  type: str
+  sample: v0.0.38
+api_versions:
+  description: Every REST version the server answers, newest first.
+  returned: when gather includes versions
+  type: list
+  elements: str
+  sample: [v0.0.38, v0.0.37, v0.0.36]
+ping:
+  description: Controller reachability.
+  returned: when gather includes ping
+  type: dict
+  sample: {"reachable": true, "release": "22.05.8", "controllers": [{"hostname": "node1", "mode": "primary", "up": true}]}
+partitions:
+  description: Partitions with limits normalized to minutes, MiB and counts.
+  returned: when gather includes partitions
+  type: list
+  elements: dict
+  sample: [{"name": "debug", "state": "UP", "default": true, "max_time_minutes": 30, "max_time": "00:30:00", "total_cpus": 2}]
+nodes:
+  description: Nodes with CPUs, memory and GPUs, used and total.
+  returned: when gather includes nodes
+  type: list
+  elements: dict
+  sample: [{"name": "node1", "state": "idle", "cpus": 2, "free_cpus": 2, "memory_mb": 4000, "gpus": 0}]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    main_for,
+    slurm_client,
+    slurm_connection_options,
+)
+
+
+def without_native(items):
+    return [dict((k, v) for k, v in item.items() if k != "native") for item in items]
+
+
+def read_cluster(module, client):
+    gather = module.params["gather"]
+    keep = module.params["include_native"]
+    result = {"changed": False}
+    if "versions" in gather:
+        result["api_versions"] = client.served_versions()
+    if "ping" in gather:
+        result["ping"] = client.ping()
+    if "partitions" in gather:
+        result["partitions"] = client.partitions() if keep else without_native(client.partitions())
+    if "nodes" in gather:
+        result["nodes"] = client.nodes() if keep else without_native(client.nodes())
+    result["api_version"] = client.api_version
+    for warning in client.warnings:
+        module.warn(warning)
+    module.exit_json(**result)
+
+
+def main():
+    options = slurm_connection_options()
+    options.update(
+        gather=dict(type="list", elements="str", choices=["ping", "versions", "partitions", "nodes"],
+                    default=["ping", "partitions", "nodes"]),
+        include_native=dict(type="bool", default=False),
+    )
+    module = AnsibleModule(argument_spec=options, supports_check_mode=True)
+    main_for(module, slurm_client, read_cluster)
+
+
+if __name__ == "__main__":
+    main()

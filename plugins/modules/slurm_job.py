@@ -1,0 +1,209 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: slurm_job
+short_description: Submit, wait for and cancel Slurm batch jobs through slurmrestd
+version_added: 0.1.0
+description:
+  - Makes sure a Slurm batch job with a deterministic identity exists (O(state=present)) or is not
+    queued or running any more (O(state=absent)), through the Slurm REST API (slurmrestd).
+  - Speaks REST versions v0.0.36 to v0.0.45 (Slurm 22.05 to 26.05) and discovers the newest one
+    the server offers.
+  - The identity is looked up before submitting, so running the task again returns the same job
+    instead of submitting a second one. A submit request is never retried.
+  - Before submitting, the request is checked against the partition (time limit, nodes, CPUs,
+    memory, GPUs, features), so a job Slurm would accept but never start fails early instead.
+author:
+  - Bridge developers
+extends_documentation_fragment:
+  - bridge.hpc.slurm
+  - bridge.hpc.job_spec
+attributes:
+  check_mode:
+    support: full
+    description: Validates against the cluster and returns the predicted job and the rendered request without submitting.
+  diff_mode:
+    support: full
+    description: Shows the job before and after; never a token.
+notes:
+  - Slurm forgets finished jobs after C(MinJobAge) (300 seconds by default) unless accounting
+    (slurmdbd) is configured. After that, O(state=present) with the same identity submits again.
+seealso:
+  - module: bridge.hpc.slurm_job_info
+  - module: bridge.hpc.slurm_cluster_info
+  - module: bridge.hpc.job
+"""
+
+EXAMPLES = r"""
+- name: Run a job and wait for it
+  bridge.hpc.slurm_job:
+    url: http://127.0.0.1:6820
+    user: alice
+    token: "{{ slurm_jwt }}"
+    name: hello
+    script: |
+      #!/bin/bash
+      echo "hello from $(hostname)"
+    stdout: /tmp/hello-%j.out
+    queue: debug
+    resources:
+      cpus_per_task: 1
+      memory: 500M
+      time_limit: "00:05:00"
+    wait: true
+  register: hello
+
+- name: Submit from a script file on the controller, do not wait
+  bridge.hpc.slurm_job:
+    script_file: train.sh
+    identity: "train-{{ run_id }}"
+    resources:
+      nodes: 2
+      tasks_per_node: 4
+      gpus: 4
+      gpu_type: a100
+      time_limit: 1-00:00:00
+    backend_options:
+      slurm:
+        exclusive: user
+
+- name: Cancel it
+  bridge.hpc.slurm_job:
+    identity: "train-{{ run_id }}"
+    state: absent
+
+- name: Defaults for every Slurm task of a play
+  module_defaults:
+    group/bridge.hpc.slurm:
+      url: https://slurm.example.org:6820
+      user: alice
+      token: "{{ slurm_jwt }}"
+  block:
+    - bridge.hpc.slurm_job:
+        job_id: "{{ hello.job_id }}"
+        state: absent
+"""
+
+RETURN = r"""
+job_id:
+  description: Slurm job id; null in check mode for a job that would be submitted.
+  returned: always
+  type: int
+  sample: 42
+phase:
+  description: Normalized phase, one of C(queued), C(running), C(completed), C(failed), C(cancelled).
+  returned: always
+  type: str
+  sample: completed
+exit_code:
+  description: Exit code of a finished job (a wait status of 768 reads 3); null while running or when killed by a signal.
+  returned: always
+  type: int
+  sample: 0
+identity:
+  description: The job's identity, given or derived from the spec.
+  returned: when state is present
+  type: str
+  sample: hello-5f2c0a9e1b7d3c44
+rendered:
+  description: The submit request body compiled for the server's REST version.
+  returned: when state is present
+  type: dict
+  sample: {"script": "#!/bin/bash\necho hi\n", "job": {"name": "hello", "comment": "bridge:hello-5f2c0a9e1b7d3c44"}}
+api_version:
+  description: Slurm REST API version used.
+  returned: always
+  type: str
+  sample: v0.0.38
+job:
+  description: The job, normalized across Slurm versions.
+  returned: always
+  type: dict
+  contains:
+    job_id:
+      description: Job id.
+      type: int
+    name:
+      description: Job name.
+      type: str
+    identity:
+      description: Identity from the C(bridge:) comment tag.
+      type: str
+    phase:
+      description: C(queued), C(running), C(completed), C(failed) or C(cancelled).
+      type: str
+    terminal:
+      description: Whether the job is finished.
+      type: bool
+    native_state:
+      description: Slurm's state with its flags, such as C(CANCELLED+COMPLETING).
+      type: str
+    reason:
+      description: Slurm's state reason, such as C(PartitionTimeLimit).
+      type: str
+    exit_code:
+      description: Exit code of a finished job.
+      type: int
+    signal:
+      description: Signal that ended the job (15 for a cancel or a time limit).
+      type: int
+    failure_class:
+      description: >-
+        Why it did not complete: C(timeout), C(out_of_memory), C(node_failure), C(cancelled),
+        C(non_zero_exit), C(rejected) (can never start) or C(preempted).
+      type: str
+    submit_time:
+      description: RFC 3339 time of submission.
+      type: str
+    start_time:
+      description: RFC 3339 start time.
+      type: str
+    end_time:
+      description: RFC 3339 end time of a finished job.
+      type: str
+    partition:
+      description: Partition.
+      type: str
+    nodes:
+      description: Node list.
+      type: str
+    native:
+      description: The job object as slurmrestd returned it.
+      type: dict
+  sample: {"job_id": 42, "phase": "completed", "exit_code": 0, "native_state": "COMPLETED"}
+error:
+  description: The typed error when the task failed on a Bridge error.
+  returned: on failure
+  type: dict
+  sample: {"type": "Rejected", "reason": "Invalid partition name specified", "status": 500}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    job_module_options,
+    main_for,
+    run_job,
+    slurm_client,
+    slurm_connection_options,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=job_module_options(slurm_connection_options()),
+        mutually_exclusive=[("script", "script_file")],
+        supports_check_mode=True,
+    )
+    main_for(module, slurm_client, run_job)
+
+
+if __name__ == "__main__":
+    main()

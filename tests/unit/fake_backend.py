@@ -1,0 +1,70 @@
+"""An in-memory backend with the client verbs _jobs uses: for lifecycle and module unit tests only.
+
+Integration tests use real Slurm; this only pins the lifecycle rules (find before submit, no
+writes in check mode, changed from before/after).
+"""
+
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import NotFound
+
+
+class FakeBackend:
+    manager = "Fake"
+
+    def __init__(self, progression=("queued", "running", "completed"), final=None):
+        self.jobs = {}
+        self.submits = []
+        self.cancels = []
+        self.preflights = 0
+        self.progression = list(progression)
+        self.final = final or {}
+        self.warnings = []
+        self._api_version = None
+        self.polls = {}
+
+    def render(self, spec):
+        return {"rendered": spec["identity"]}
+
+    def find(self, identity):
+        matches = [j for j in self.jobs.values() if j["identity"] == identity]
+        return dict(matches[-1]) if matches else None
+
+    def preflight(self, spec):
+        self.preflights += 1
+
+    def submit(self, spec):
+        job_id = 100 + len(self.submits)
+        self.submits.append(spec)
+        self.jobs[job_id] = self._job(job_id, spec["identity"], self.progression[0])
+        self.polls[job_id] = 0
+        return job_id
+
+    def _job(self, job_id, identity, phase, **extra):
+        job = {"job_id": job_id, "identity": identity, "name": identity, "phase": phase,
+               "terminal": phase in ("completed", "failed", "cancelled"), "native_state": phase.upper(),
+               "reason": None, "exit_code": 0 if phase == "completed" else None, "signal": None,
+               "failure_class": None, "partition": "debug"}
+        job.update(extra)
+        return job
+
+    def get(self, job_id):
+        job_id = int(job_id)
+        if job_id not in self.jobs:
+            raise NotFound("no such job", "get", "job", job_id, "Fake", "fake://")
+        job = self.jobs[job_id]
+        if not job["terminal"] and job["phase"] != "cancelled":
+            self.polls[job_id] = self.polls.get(job_id, 0) + 1
+            step = min(self.polls[job_id], len(self.progression) - 1)
+            phase = self.progression[step]
+            job = self._job(job_id, job["identity"], phase)
+            if job["terminal"]:
+                job.update(self.final)
+            self.jobs[job_id] = job
+        return dict(job)
+
+    def cancel(self, job_id):
+        self.cancels.append(job_id)
+        job = self.jobs[int(job_id)]
+        self.jobs[int(job_id)] = self._job(job["job_id"], job["identity"], "cancelled", failure_class="cancelled")
+
+    def close(self):
+        pass
