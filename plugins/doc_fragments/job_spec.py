@@ -116,8 +116,10 @@ options:
         type: raw
   backend_options:
     description:
-      - Native request fields per backend, merged over what Bridge compiles, for example
-        C({slurm: {exclusive: user}}). Allowed namespaces are C(slurm), C(ray), C(lsf), C(quantum) and C(kubernetes).
+      - Native request fields per backend, merged over what Bridge compiles; for example the key
+        C(slurm) with C(exclusive=user) adds Slurm's C(exclusive) field to the submit request.
+      - Allowed namespaces are C(slurm), C(ray), C(lsf), C(quantum) and C(kubernetes).
+      - Bridge does not check these fields against the cluster.
     type: dict
     default: {}
   cancel_rejected:

@@ -18,7 +18,6 @@ import re
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
-    BridgeError,
     ConnectionFailed,
     NotFound,
     Rejected,

@@ -12,13 +12,13 @@ module: job
 short_description: Run a job on any Bridge backend from one backend-neutral spec
 version_added: 0.1.0
 description:
-  - The same job spec (script, environment, resources, queue, ...) compiled to the backend named in
-    O(backend) and submitted there, with the lifecycle of the backend's own module
-    (M(bridge.hpc.slurm_job) for Slurm): a deterministic identity looked up before submitting,
-    check mode, diff, waiting and cancelling.
+  - The same job spec (script, environment, resources, queue, and so on) compiled to the backend
+    named in O(backend) and submitted there, with the lifecycle of the backend's own module
+    (M(bridge.hpc.slurm_job) for Slurm). A deterministic identity is looked up before submitting;
+    check mode, diff, waiting and cancelling work as there.
   - Backends available now are V(slurm). Ray, LSF, IBM Quantum and Kubernetes Jobs compile the same spec as they land.
 author:
-  - Bridge developers
+  - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.connection
   - bridge.hpc.job_spec

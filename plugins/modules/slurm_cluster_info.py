@@ -15,7 +15,7 @@ description:
   - Pings the Slurm controllers through slurmrestd and reads the REST versions the server offers,
     its partitions and its nodes, normalized across REST versions.
 author:
-  - Bridge developers
+  - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.slurm
 options:

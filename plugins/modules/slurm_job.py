@@ -21,7 +21,7 @@ description:
   - Before submitting, the request is checked against the partition (time limit, nodes, CPUs,
     memory, GPUs, features), so a job Slurm would accept but never start fails early instead.
 author:
-  - Bridge developers
+  - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.slurm
   - bridge.hpc.job_spec

@@ -17,7 +17,7 @@ description:
   - With O(job_id) or O(identity) one job is read; otherwise every job slurmctld still remembers,
     narrowed by the filters.
 author:
-  - Bridge developers
+  - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.slurm
 options:

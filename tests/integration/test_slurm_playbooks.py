@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from conftest import REPO, SLURM_VERSIONS, ansible_env, require_slurm, start_playbook
+from conftest import REPO, SLURM_VERSIONS, ansible_env, require_slurm, slurm_env, start_playbook
 
 PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "slurm_job.yml")
 RUN_ID = uuid.uuid4().hex[:8]
@@ -21,7 +21,6 @@ def runs(tmp_path_factory):
     logs = tmp_path_factory.mktemp("playbooks")
     started = {}
     for version in SLURM_VERSIONS:
-        from conftest import slurm_env
         values = slurm_env(version)
         if values is None:
             continue
@@ -30,7 +29,7 @@ def runs(tmp_path_factory):
                                  ansible_env(values), log_path)
         started[version] = (process, log_path, values)
     yield started
-    for process, _, _ in started.values():
+    for process in (run[0] for run in started.values()):
         if process.poll() is None:
             process.kill()
 
@@ -38,7 +37,7 @@ def runs(tmp_path_factory):
 @pytest.mark.parametrize("version", SLURM_VERSIONS)
 def test_slurm_job_playbook(version, runs):
     values = require_slurm(version)
-    process, log_path, _ = runs[version]
+    process, log_path = runs[version][:2]
     returncode = process.wait(timeout=900)
     with open(log_path) as handle:
         output = handle.read()

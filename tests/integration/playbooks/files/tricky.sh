@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Bytes that break naive quoting: 'single' "double" `backtick` $HOME ${PATH} \backslash \\ \n
 # Unicode: ünïcødé ✓ 日本語 — and text that looks like Jinja but is not templated: {{ not_a_var }} {% raw %}
 set -eu

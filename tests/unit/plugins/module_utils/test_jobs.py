@@ -54,8 +54,15 @@ def test_hopeless_job_is_cancelled_and_reported_rejected():
     backend = FakeBackend(progression=("queued",))
     job_id = backend.submit(SPEC)
     backend.jobs[job_id].update(failure_class="rejected", reason="PartitionTimeLimit")
-    backend.get = lambda jid, _get=backend.get: dict(_get(jid), **({"failure_class": "rejected", "reason": "PartitionTimeLimit"}
-                                                             if backend.jobs[int(jid)]["phase"] == "queued" else {}))
+    plain_get = backend.get
+
+    def get_pending_forever(jid):
+        job = plain_get(jid)
+        if job["phase"] == "queued":
+            job.update(failure_class="rejected", reason="PartitionTimeLimit")
+        return job
+
+    backend.get = get_pending_forever
     result = ensure_present(backend, SPEC, wait=True, **NO_SLEEP)
     assert result["failed"] is True and "PartitionTimeLimit" in result["msg"]
     assert backend.cancels == [job_id]

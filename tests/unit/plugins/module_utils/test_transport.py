@@ -44,7 +44,7 @@ def test_post_connection_error_is_not_retried_and_is_typed():
         calls.append(request)
         raise httpx.ConnectError("refused s3cret")
 
-    transport, _ = make(handler)
+    transport = make(handler)[0]
     with pytest.raises(ConnectionFailed) as err:
         transport.request("POST", "/submit", verb="submit", obj="job", ident="j1")
     assert len(calls) == 1

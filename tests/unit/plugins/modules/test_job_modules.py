@@ -1,0 +1,146 @@
+"""Module units: the client is replaced by the in-memory fake; the lifecycle itself is real."""
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.bridge.hpc.plugins.module_utils import _module
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed
+from ansible_collections.bridge.hpc.plugins.modules import job, slurm_cluster_info, slurm_job, slurm_job_info
+
+from fake_backend import FakeBackend
+
+SCRIPT = "#!/bin/bash\necho hi\n"
+CONNECTION = {"url": "http://slurm.test:6820", "user": "alice", "token": "s3cret-token"}
+
+
+class Exit(Exception):
+    def __init__(self, kwargs):
+        super(Exit, self).__init__(kwargs)
+        self.result = kwargs
+
+
+class Fail(Exit):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def capture(monkeypatch):
+    def exit_json(self, **kwargs):
+        raise Exit(kwargs)
+
+    def fail_json(self, **kwargs):
+        raise Fail(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+@pytest.fixture
+def backend(monkeypatch):
+    fake = FakeBackend()
+    monkeypatch.setattr(slurm_job, "slurm_client", lambda params: fake)
+    monkeypatch.setattr(_module, "CLIENT_FACTORIES", {"slurm": lambda params: fake})
+    monkeypatch.setattr(job, "CLIENT_FACTORIES", {"slurm": lambda params: fake})
+    return fake
+
+
+def run(module, args, check_mode=False, diff=False):
+    args = dict(args)
+    if check_mode:
+        args["_ansible_check_mode"] = True
+    if diff:
+        args["_ansible_diff"] = True
+    with patch_module_args(args):
+        with pytest.raises(Exit) as outcome:
+            module.main()
+    return outcome.value
+
+
+def test_present_then_present_again_is_unchanged(backend):
+    first = run(slurm_job, dict(CONNECTION, script=SCRIPT, identity="a1"))
+    second = run(slurm_job, dict(CONNECTION, script=SCRIPT, identity="a1"))
+    assert not isinstance(first, Fail)
+    assert first.result["changed"] is True and second.result["changed"] is False
+    assert first.result["job_id"] == second.result["job_id"]
+    assert len(backend.submits) == 1
+
+
+def test_check_mode_submits_nothing_and_shows_a_diff(backend):
+    outcome = run(slurm_job, dict(CONNECTION, script=SCRIPT, identity="a2"), check_mode=True, diff=True)
+    assert outcome.result["changed"] is True and backend.submits == []
+    assert outcome.result["diff"]["before"] == {"state": "absent"}
+    assert "s3cret-token" not in repr(outcome.result)
+
+
+def test_bad_spec_fails_naming_the_field_before_any_call(backend):
+    outcome = run(slurm_job, dict(CONNECTION, script=SCRIPT, resources={"time_limit": "2:75"}))
+    assert isinstance(outcome, Fail)
+    assert outcome.result["error"]["field"] == "resources.time_limit"
+    assert backend.submits == [] and backend.preflights == 0
+
+
+def test_unknown_resource_key_is_refused_by_the_argspec(backend):
+    outcome = run(slurm_job, dict(CONNECTION, script=SCRIPT, resources={"cores": 2}))
+    assert isinstance(outcome, Fail) and "cores" in outcome.result["msg"]
+
+
+def test_absent_needs_something_to_find_the_job_by(backend):
+    outcome = run(slurm_job, dict(CONNECTION, state="absent"))
+    assert isinstance(outcome, Fail) and outcome.result["error"]["field"] == "job_id"
+
+
+def test_script_file_reaching_the_module_means_the_action_plugin_was_bypassed(backend):
+    outcome = run(slurm_job, dict(CONNECTION, script_file="x.sh"))
+    assert isinstance(outcome, Fail) and "action plugin" in outcome.result["msg"]
+
+
+def test_bridge_errors_become_one_typed_failure_without_the_token(monkeypatch):
+    def refuse(params):
+        raise AuthFailed("authentication failed", "discover", "REST API", None, "Slurm", params["url"], 401)
+
+    monkeypatch.setattr(slurm_job_info, "slurm_client", refuse)
+    outcome = run(slurm_job_info, dict(CONNECTION, job_id="1"))
+    assert isinstance(outcome, Fail)
+    assert outcome.result["error"]["type"] == "AuthFailed"
+    assert "s3cret-token" not in repr(outcome.result)
+
+
+def test_backend_neutral_module_uses_the_same_lifecycle(backend):
+    outcome = run(job, dict(CONNECTION, backend="slurm", script=SCRIPT, identity="n1", wait=True, poll_interval=0.01))
+    assert outcome.result["phase"] == "completed" and outcome.result["changed"] is True
+
+
+def test_job_info_filters(monkeypatch):
+    fake = FakeBackend()
+    jobs = [dict(job_id=1, name="a", phase="running", partition="debug", user="alice", native={}),
+            dict(job_id=2, name="b", phase="completed", partition="batch", user="bob", native={})]
+    fake.list = lambda: jobs
+    fake.api_version = "v0.0.38"
+    monkeypatch.setattr(slurm_job_info, "slurm_client", lambda params: fake)
+    outcome = run(slurm_job_info, dict(CONNECTION, phases=["running"]))
+    assert [j["job_id"] for j in outcome.result["jobs"]] == [1]
+    assert "native" not in outcome.result["jobs"][0]
+
+
+def test_cluster_info_reads_what_gather_names(monkeypatch):
+    class Cluster(FakeBackend):
+        api_version = "v0.0.42"
+
+        def served_versions(self):
+            return ["v0.0.42", "v0.0.41"]
+
+        def ping(self):
+            return {"reachable": True}
+
+        def partitions(self):
+            return [{"name": "debug", "native": {}}]
+
+        def nodes(self):
+            raise AssertionError("nodes were not asked for")
+
+    monkeypatch.setattr(slurm_cluster_info, "slurm_client", lambda params: Cluster())
+    outcome = run(slurm_cluster_info, dict(CONNECTION, gather=["versions", "partitions"]))
+    assert outcome.result["api_versions"] == ["v0.0.42", "v0.0.41"]
+    assert outcome.result["partitions"] == [{"name": "debug"}]
+    assert "nodes" not in outcome.result and "ping" not in outcome.result

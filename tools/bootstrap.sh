@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Idempotent developer/CI bootstrap for the bridge.hpc collection.
+#
+#   tools/bootstrap.sh           create/refresh <repo>/.venv and <repo>/.run/collections
+#   tools/bootstrap.sh --env     same, then print shell exports; use as:
+#                                  eval "$(tools/bootstrap.sh --env)"
+#
+# * <repo>/.venv is created with $PYTHON (default: python3.11 if on PATH, else python3).
+# * requirements.txt + requirements-dev.txt are (re)installed only when their content
+#   (or the interpreter) changed since the last successful install; the stamp lives in
+#   .venv/.bridge-requirements.sha256.
+# * <repo>/.run/collections/ansible_collections/bridge/hpc is a symlink to the repo root,
+#   so ANSIBLE_COLLECTIONS_PATH=<repo>/.run/collections finds bridge.hpc.
+# A warm run prints nothing (except with --env).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+VENV="$REPO/.venv"
+STAMP="$VENV/.bridge-requirements.sha256"
+COLL_ROOT="$REPO/.run/collections"
+LINK="$COLL_ROOT/ansible_collections/bridge/hpc"
+
+print_env=0
+for arg in "$@"; do
+  case "$arg" in
+    --env) print_env=1 ;;
+    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) echo "bootstrap.sh: unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "bootstrap: $*" >&2; }
+
+if [[ -z "${PYTHON:-}" ]]; then
+  if command -v python3.11 >/dev/null 2>&1; then PYTHON=python3.11; else PYTHON=python3; fi
+fi
+
+mkdir -p "$REPO/.run"
+# Serialise concurrent bootstraps (e.g. two tools/*.sh started in parallel).
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$REPO/.run/.bootstrap.lock"
+  flock 9
+fi
+
+# ---------------------------------------------------------------- venv
+if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
+  "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || {
+    echo "bootstrap.sh: $PYTHON is $("$PYTHON" --version 2>&1); need Python >= 3.11" >&2; exit 1; }
+  log "creating $VENV with $("$PYTHON" --version 2>&1)"
+  rm -rf "$VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+
+want_hash="$(
+  {
+    "$VENV/bin/python" -c 'import sys; print(sys.version)'
+    for f in requirements.txt requirements-dev.txt; do
+      echo "== $f"
+      [[ -f "$REPO/$f" ]] && cat "$REPO/$f"
+    done
+  } | sha256sum | cut -d' ' -f1
+)"
+have_hash="$(cat "$STAMP" 2>/dev/null || true)"
+
+if [[ "$want_hash" != "$have_hash" ]]; then
+  log "installing requirements into $VENV"
+  rm -f "$STAMP"
+  req_args=()
+  for f in requirements.txt requirements-dev.txt; do
+    [[ -f "$REPO/$f" ]] && req_args+=(-r "$REPO/$f")
+  done
+  if ((${#req_args[@]})); then
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${req_args[@]}"
+  fi
+  echo "$want_hash" >"$STAMP"
+fi
+
+# ------------------------------------------------- collection symlink
+# Relative link (4 levels up from .run/collections/ansible_collections/bridge/) so the
+# checkout can be moved or cloned elsewhere.
+mkdir -p "$COLL_ROOT/ansible_collections/bridge"
+target="../../../.."
+if [[ "$(readlink "$LINK" 2>/dev/null || true)" != "$target" ]]; then
+  rm -rf "$LINK"
+  ln -s "$target" "$LINK"
+  log "linked $LINK -> $REPO"
+fi
+
+if ((print_env)); then
+  printf 'export VIRTUAL_ENV=%q\n' "$VENV"
+  # shellcheck disable=SC2016  # $PATH is meant to expand in the caller's shell
+  printf 'export PATH=%q:"$PATH"\n' "$VENV/bin"
+  printf 'export ANSIBLE_COLLECTIONS_PATH=%q\n' "$COLL_ROOT"
+fi
