@@ -102,12 +102,12 @@ class SpecError(Rejected):
 
 def error_for_status(status):
     """The error type that an HTTP status means when the manager's body says nothing better."""
-    if status in (401, 403, 511):
+    if status in (401, 511):
         return AuthFailed
     if status == 404:
         return NotFound
     if status == 409:
         return AlreadyExists
-    if status in (400, 413, 415, 422):
+    if status in (400, 403, 413, 415, 422):
         return Rejected
     return ServerError

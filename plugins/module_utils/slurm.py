@@ -95,6 +95,12 @@ HOPELESS_REASONS = frozenset([
 NO_VAL = 0xFFFFFFFE
 INFINITE = 0xFFFFFFFF
 INVALID_JOB_ID = 2017
+ALREADY_DONE = 2021
+ZERO_BYTES = 5005
+PRIVILEGED_USERS = ("root", "slurm")
+NO_CHANGES = re.compile(r"^No job changes since")
+# 24.11 without slurmdbd adds this to every response; it says nothing about the request.
+HARMLESS_WARNING = re.compile(r"accounting storage is disabled", re.IGNORECASE)
 NODE_UNUSABLE = ("DOWN", "DRAIN", "DRAINED", "DRAINING", "NOT_RESPONDING", "FUTURE", "FAIL", "UNKNOWN")
 
 
@@ -290,7 +296,7 @@ def normalize_partition(native):
         "default_time": format_minutes(number(default_time)) if number(default_time) else None,
         "max_nodes_per_job": number(max_nodes),
         "min_nodes_per_job": number(min_nodes),
-        "max_memory_per_node_mb": number(max_memory_per_node),
+        "max_memory_per_node_mb": number(max_memory_per_node) or None,  # MaxMemPerNode=0 means UNLIMITED
         "default_memory_per_cpu_mb": number(default_memory_per_cpu),
         "tres": text(tres),
         "native": native,
@@ -438,9 +444,9 @@ def check_fits(spec, partitions, nodes):
                 ",".join(unknown), names))
         candidates = [by_name[name] for name in wanted]
     else:
-        candidates = [p for p in partitions if p["default"]]
-    if not candidates:
-        return
+        # v0.0.40-v0.0.44 do not say which partition is the default; a request that fits none
+        # of them cannot fit the default either.
+        candidates = [p for p in partitions if p["default"]] or partitions
     problems = []
     for partition in candidates:
         problem = _partition_misfit(spec, partition, nodes)
@@ -517,11 +523,13 @@ class SlurmClient:
         if user:
             headers["X-SLURM-USER-NAME"] = user
         self.url = url.rstrip("/")
+        self.user = user
         self.transport = transport or Transport(
             self.url, MANAGER, headers=headers, secrets=[token], validate_certs=validate_certs,
             ca_path=ca_path, timeout=timeout, retries=retries)
         self._api_version = api_version
         self.warnings = []
+        self.cluster = None
 
     # -- plumbing
 
@@ -576,9 +584,11 @@ class SlurmClient:
             body = {"errors": [{"error": response.text.strip()[:500]}]} if status >= 400 else {}
         if not isinstance(body, dict):
             body = {}
+        # 24.11 names the cluster only in meta (its partitions and nodes carry "").
+        self.cluster = _nested(body, "meta", "slurm", "cluster") or self.cluster
         for warning in body.get("warnings") or []:
             note = self.transport.scrub(_error_text(warning))
-            if note and note not in self.warnings:
+            if note and note not in self.warnings and not HARMLESS_WARNING.search(note):
                 self.warnings.append(note)
         errors = [e for e in body.get("errors") or [] if _error_number(e) != 0 or _error_text(e)]
         if status < 400 and not errors:
@@ -594,10 +604,12 @@ class SlurmClient:
         if status in (401, 511) or "authentication" in lowered or "jwt" in lowered or "token" in lowered:
             raise AuthFailed("authentication failed: the user or token was refused (%s)" % reason,
                              verb, obj, ident, MANAGER, self.url, status)
-        if status == 500 and errors and all(n == -1 for n in numbers) and self._api_version in LEGACY_VERSIONS + (None,):
-            # Slurm 22.05 answers a bad or expired token with a bare 500 "Unspecified error" (-1);
-            # only slurmctld's log says "jwt_decode failure". Nothing else we send yields it.
-            raise AuthFailed("authentication failed: slurmctld refused the request without a reason, which is how "
+        if status == 500 and errors and self._api_version in LEGACY_VERSIONS + (None,) and (
+                all(n == -1 for n in numbers) or ZERO_BYTES in numbers):
+            # Slurm 22.05 answers a bad or expired token with a bare 500: "Unspecified error" (-1)
+            # on reads, "Zero Bytes were transmitted or received" (5005) on submit; only
+            # slurmctld's log says "jwt_decode failure".
+            raise AuthFailed("authentication failed: slurmctld dropped the request without a reason, which is how "
                              "Slurm 22.05 answers a bad or expired token (%s)" % reason,
                              verb, obj, ident, MANAGER, self.url, status)
         if INVALID_JOB_ID in numbers or (status == 404 and obj == "job"):
@@ -652,11 +664,25 @@ class SlurmClient:
         return normalize_job(jobs[0])
 
     def list(self, ids=None, update_time=None):
-        """Every job slurmctld remembers (MinJobAge), or None when nothing changed since update_time."""
+        """Every job slurmctld remembers (MinJobAge), or None when nothing changed since update_time.
+
+        "Nothing changed" is a 304 in v0.0.38 but a 200 with no jobs and a "No job changes since"
+        warning from v0.0.42 on; v0.0.40/41 refuse an epoch (422), so they get the full list.
+        """
         params = {"update_time": int(update_time)} if update_time else None
-        body = self._call("GET", "jobs/", "list", "jobs", params=params)
+        try:
+            body = self._call("GET", "jobs/", "list", "jobs", params=params)
+        except Rejected:
+            if params is None:
+                raise
+            body = self._call("GET", "jobs/", "list", "jobs")
         if body is None:
             return None
+        unchanged = [w for w in self.warnings if NO_CHANGES.match(w)]
+        if unchanged:
+            self.warnings = [w for w in self.warnings if not NO_CHANGES.match(w)]
+            if params is not None and not body.get("jobs"):
+                return None
         jobs = [normalize_job(j) for j in body.get("jobs") or []]
         if ids is not None:
             wanted = set(int(i) for i in ids)
@@ -674,12 +700,21 @@ class SlurmClient:
         return max(matches, key=lambda j: j["job_id"])
 
     def cancel(self, job_id, signal=None):
+        """Signal a job (SIGKILL unless `signal`); cancelling a finished job is a no-op."""
+        if self.user and self.user not in PRIVILEGED_USERS and not self.legacy:
+            # slurmctld 24.11 and 26.05 hang (every later request times out) after refusing to
+            # signal another user's job over REST, so that request is never sent.
+            owner = self.get(job_id)["user"]
+            if owner and owner != self.user:
+                raise Rejected("the job belongs to '%s', not '%s'; Slurm refuses to cancel another user's job "
+                               "(and some slurmctld releases hang on that request), so Bridge did not send it" % (
+                                   owner, self.user), "cancel", "job", job_id, MANAGER, self.url)
         params = {"signal": signal} if signal else None
         body = self._call("DELETE", "job/%s" % job_id, "cancel", "job", job_id, params=params)
         # v0.0.42+ report per-job failures inside status[] with HTTP 200.
         for item in (body or {}).get("status") or []:
             error = item.get("error") or {}
-            if error.get("code"):
+            if error.get("code") and error.get("code") != ALREADY_DONE:
                 if error.get("code") == INVALID_JOB_ID:
                     raise NotFound(error.get("message") or error.get("string") or "no such job",
                                    "cancel", "job", job_id, MANAGER, self.url)

@@ -1,0 +1,473 @@
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: slurm
+short_description: Slurm partitions, and optionally nodes, as inventory hosts
+version_added: 0.1.0
+description:
+  - Reads the partitions and nodes of a Slurm cluster through slurmrestd and makes every partition
+    an inventory host, so that plays can target partitions (C(hosts=gpu)) and job modules find the
+    partition's limits, features and the cluster's URL in hostvars.
+  - Partition hosts get C(slurm_partition_*) variables, node hosts (O(include_nodes=true)) get
+    C(slurm_node_*) variables. Every host also gets C(slurm_url), C(slurm_api_version) and, when
+    the partitions or nodes name their cluster, C(slurm_cluster).
+  - "Groups: C(slurm_partitions), C(slurm_default_partition), C(slurm_partition_state_<state>) for
+    partitions; C(slurm_nodes), C(slurm_node_state_<state>) (one per state and state flag, so a
+    drained idle node is in C(slurm_node_state_idle) and C(slurm_node_state_drain)) and
+    C(slurm_partition_<partition>_nodes) for nodes."
+  - "Partition variables: C(slurm_partition_name), C(state), C(default), C(cpus) (total),
+    C(nodes) (count), C(node_list), C(max_time_minutes), C(max_time), C(default_time_minutes),
+    C(default_time), C(max_nodes_per_job), C(max_memory_per_node_mb), C(default_memory_per_cpu_mb),
+    C(tres), and from the partition's nodes C(memory_mb) (the largest node's memory), C(gpus) (sum),
+    C(gres) and C(features) (unions), C(node_states) (nodes per state and state flag) and
+    C(free_cpus) (idle CPUs of nodes that are not down or drained). A limit Slurm reports as
+    unlimited is null, and C(max_time) reads C(UNLIMITED) then."
+  - Values read from Slurm are marked unsafe, so a partition or node name is never templated.
+  - The configuration file name must end with C(slurm.yml) or C(slurm.yaml), for example
+    C(cluster.slurm.yml).
+author:
+  - Bridge developers (@bridge-hpc)
+requirements:
+  - httpx
+extends_documentation_fragment:
+  - constructed
+  - inventory_cache
+notes:
+  - With O(cache=true) the partitions and nodes read from Slurm are cached, not the hosts and
+    groups; groups, O(compose), O(partition_overrides) and O(extra_features) are applied again on
+    every run. A cache entry written for another O(url), O(user) or O(api_version) is not used.
+    C(ansible-inventory --flush-cache) and C(ansible.builtin.meta) C(refresh_inventory) read Slurm again.
+  - The token is never written to the cache, to hostvars or to an error message.
+seealso:
+  - module: bridge.hpc.slurm_cluster_info
+  - module: bridge.hpc.slurm_job
+options:
+  plugin:
+    description: Marks this file as a source for this plugin.
+    type: str
+    required: true
+    choices: [bridge.hpc.slurm]
+  url:
+    description:
+      - Base URL of slurmrestd, for example C(https://slurm.example.org:6820).
+      - May be a template, such as a lookup.
+    type: str
+    env:
+      - name: SLURM_URL
+  user:
+    description:
+      - Slurm user name sent as C(X-SLURM-USER-NAME).
+      - Optional for a user's own token; required when a root or SlurmUser token acts for another user.
+      - May be a template.
+    type: str
+    env:
+      - name: SLURM_USER
+  token:
+    description:
+      - JWT sent as C(X-SLURM-USER-TOKEN), as printed by C(scontrol token).
+      - May be a template, such as a lookup or a vaulted value.
+      - Never cached, never set as a host variable, never part of an error message.
+    type: str
+    env:
+      - name: SLURM_JWT
+  api_version:
+    description:
+      - Slurm REST API version to speak, such as C(v0.0.38) or C(v0.0.42).
+      - If not set, the newest version the server offers is discovered.
+    type: str
+    choices: [v0.0.45, v0.0.44, v0.0.43, v0.0.42, v0.0.41, v0.0.40, v0.0.39, v0.0.38, v0.0.37, v0.0.36]
+  validate_certs:
+    description:
+      - Verify the server's TLS certificate. Turn off only for a throwaway test cluster.
+    type: bool
+    default: true
+  ca_path:
+    description:
+      - PEM file of the certificate authorities to trust instead of the system store.
+    type: path
+  timeout:
+    description:
+      - Seconds to wait for one HTTP response.
+    type: float
+    default: 30.0
+  retries:
+    description:
+      - How often a request is retried after a connection error or an HTTP 429, 502, 503 or 504.
+    type: int
+    default: 3
+  host_prefix:
+    description:
+      - Text put in front of every partition's name to make its inventory host name.
+      - The default keeps the partition's own name (C(debug), C(gpu)), which is what job modules
+        and people call it. Set a prefix such as C(c1_) when two Slurm sources have partitions of
+        the same name, or when a partition is named like a node; this plugin refuses to merge a
+        partition into a host that another Slurm cluster or a node already defined.
+    type: str
+    default: ""
+  set_local_connection:
+    description:
+      - Set C(ansible_connection=local) and C(ansible_python_interpreter={{ ansible_playbook_python }})
+        on partition hosts.
+      - A partition is not a machine to log in to. Tasks targeting it are job modules that talk
+        HTTP to slurmrestd from the controller, and they need the Python that runs Ansible (it has
+        httpx) rather than whatever interpreter discovery finds, just like the implicit localhost.
+      - Node hosts never get these variables; they are real machines.
+    type: bool
+    default: true
+  include_nodes:
+    description:
+      - Also make every node a host, named as Slurm names it, with C(slurm_node_*) variables, in
+        C(slurm_nodes), C(slurm_node_state_<state>) and C(slurm_partition_<partition>_nodes).
+    type: bool
+    default: false
+  partition_overrides:
+    description:
+      - Host variables to set on partition hosts, by partition name, after the ones read from Slurm;
+        they win over them. For facts Slurm does not know or reports poorly.
+      - "Example: C({gpu: {slurm_partition_gpus: 8, slurm_partition_features: [a100]}})."
+      - Applied before the groups are made and before O(compose), O(groups) and O(keyed_groups),
+        which all see the overridden values.
+      - "Slurm 24.11's REST API does not say which partition is the default; there,
+        C({debug: {slurm_partition_default: true}}) puts C(debug) into C(slurm_default_partition)."
+      - A partition name the cluster does not have is a warning, or an error with O(strict=true).
+    type: dict
+    default: {}
+  extra_features:
+    description:
+      - Features to add to a partition's C(slurm_partition_features), by partition name.
+        Unknown partition names are handled as in O(partition_overrides).
+      - "Example: C({gpu: [a100, nvlink]})."
+    type: dict
+    default: {}
+"""
+
+EXAMPLES = r"""
+# cluster.slurm.yml -- URL, user and token from SLURM_URL, SLURM_USER and SLURM_JWT
+plugin: bridge.hpc.slurm
+
+---
+# cluster.slurm.yml -- everything in the file, token from the vault, cached for 10 minutes
+plugin: bridge.hpc.slurm
+url: https://slurm.example.org:6820
+user: alice
+token: "{{ lookup('ansible.builtin.file', '/run/secrets/slurm_jwt') }}"
+cache: true
+cache_plugin: ansible.builtin.jsonfile
+cache_connection: ~/.cache/bridge-inventory
+cache_timeout: 600
+
+---
+# gpus.slurm.yml -- nodes too, GPU groups, facts Slurm does not report
+plugin: bridge.hpc.slurm
+include_nodes: true
+strict: true
+compose:
+  max_walltime_hours: slurm_partition_max_time_minutes // 60 if slurm_partition_max_time_minutes else none
+groups:
+  gpu_partitions: (slurm_partition_gpus | default(0)) > 0
+  long_partitions: (slurm_partition_max_time_minutes | default(0)) >= 1440
+keyed_groups:
+  - key: slurm_partition_features | default([])
+    prefix: feature
+partition_overrides:
+  gpu:
+    slurm_partition_gpus: 8
+extra_features:
+  gpu: [a100, nvlink]
+
+---
+# A play over the partitions: one task per partition, run on the controller
+# - hosts: slurm_partitions
+#   gather_facts: false
+#   tasks:
+#     - bridge.hpc.slurm_job:
+#         url: "{{ slurm_url }}"
+#         queue: "{{ slurm_partition_name }}"
+#         script: "#!/bin/bash\nhostname"
+"""
+
+from ansible.errors import AnsibleParserError
+from ansible.module_utils.common.text.converters import to_native
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
+from ansible.utils.unsafe_proxy import wrap_var
+
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError
+from ansible_collections.bridge.hpc.plugins.module_utils._transport import HAS_HTTPX
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+
+try:
+    # ansible-core 2.19+ templates only strings marked trusted; older releases trust every string.
+    from ansible.template import trust_as_template
+except ImportError:
+    def trust_as_template(value):
+        return value
+
+# Bump when the cached payload changes shape, so an old cache entry is read again from Slurm.
+PAYLOAD_FORMAT = 1
+PARTITION_GROUP = "slurm_partitions"
+DEFAULT_PARTITION_GROUP = "slurm_default_partition"
+NODE_GROUP = "slurm_nodes"
+NODE_FIELDS = (
+    "name", "state", "states", "usable", "cpus", "alloc_cpus", "free_cpus", "memory_mb",
+    "alloc_memory_mb", "free_memory_mb", "gres", "gpus", "features", "partitions", "reason",
+)
+
+
+def member_nodes(partition, nodes):
+    return [n for n in nodes if partition["name"] in (n.get("partitions") or [])]
+
+
+def partition_vars(partition, nodes, extra_features=()):
+    """The slurm_partition_* hostvars of one partition, from it and the nodes it contains."""
+    members = member_nodes(partition, nodes)
+    memories = [n["memory_mb"] for n in members if n.get("memory_mb") is not None]
+    gres = set()
+    features = set(extra_features)
+    node_states = {}
+    for node in members:
+        gres.update(item.strip() for item in (node.get("gres") or "").split(",") if item.strip())
+        features.update(node.get("features") or [])
+        for state in node.get("states") or [node.get("state")]:
+            node_states[state] = node_states.get(state, 0) + 1
+    values = {
+        "name": partition["name"],
+        "state": partition["state"],
+        "default": partition["default"],
+        "cpus": partition["total_cpus"],
+        "nodes": partition["total_nodes"],
+        "node_list": partition["nodes"],
+        "memory_mb": max(memories) if memories else None,
+        "max_time_minutes": partition["max_time_minutes"],
+        "max_time": partition["max_time"],
+        "default_time_minutes": partition["default_time_minutes"],
+        "default_time": partition["default_time"],
+        "max_nodes_per_job": partition["max_nodes_per_job"],
+        "max_memory_per_node_mb": partition.get("max_memory_per_node_mb"),
+        "default_memory_per_cpu_mb": partition.get("default_memory_per_cpu_mb"),
+        "tres": partition.get("tres"),
+        "gpus": sum(n.get("gpus") or 0 for n in members),
+        "gres": sorted(gres),
+        "features": sorted(features),
+        "node_states": node_states,
+        # Drained or down nodes have idle CPUs that no job can get.
+        "free_cpus": sum(n.get("free_cpus") or 0 for n in members if n.get("usable", True)),
+    }
+    return dict(("slurm_partition_%s" % key, value) for key, value in values.items())
+
+
+def node_vars(node):
+    return dict(("slurm_node_%s" % key, node.get(key)) for key in NODE_FIELDS)
+
+
+def without_native(items):
+    return [dict((k, v) for k, v in item.items() if k != "native") for item in items]
+
+
+def kind_of(value):
+    # ansible-core 2.19 hands config values over as tagged subclasses (_AnsibleTaggedStr).
+    for kind in (dict, list, str, bool, int, float):
+        if isinstance(value, kind):
+            return kind.__name__
+    return type(value).__name__
+
+
+def cluster_name(partitions, nodes):
+    # v0.0.39+ partitions have "cluster" and nodes "cluster_name", but 24.11 sends both empty
+    # (it names the cluster only in meta.slurm.cluster); v0.0.38 has neither.
+    for item in partitions + nodes:
+        native = item.get("native") or {}
+        name = native.get("cluster") or native.get("cluster_name")
+        if name:
+            return name
+    return None
+
+
+class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
+
+    NAME = "bridge.hpc.slurm"
+
+    def verify_file(self, path):
+        if not super(InventoryModule, self).verify_file(path):
+            return False
+        return path.endswith(("slurm.yml", "slurm.yaml"))
+
+    def parse(self, inventory, loader, path, cache=True):
+        super(InventoryModule, self).parse(inventory, loader, path, cache)
+        self._read_config_data(path)
+        source = self._source()
+        use_cache = self.get_option("cache")
+        cache_key = self.get_cache_key(path)
+        payload = self._cached_payload(cache_key, source) if use_cache and cache else None
+        if payload is None:
+            payload = self._fetch(source)
+            if use_cache:
+                self._cache[cache_key] = payload
+        self._populate(payload)
+
+    # -- reading Slurm, or the cache
+
+    def _option(self, name):
+        value = self.get_option(name)
+        if isinstance(value, str) and self.templar.is_template(value):
+            value = self.templar.template(value)
+        return value
+
+    def _source(self):
+        """What the cached payload depends on; the token is left out on purpose (it rotates).
+
+        Plain str() copies: ansible-core 2.19 config values carry tags (origin, trust) that would
+        otherwise be written into the cache along with them.
+        """
+        values = {"url": self._option("url"), "user": self._option("user"),
+                  "api_version": self.get_option("api_version")}
+        return dict((key, None if value is None else str(value)) for key, value in values.items())
+
+    def _cached_payload(self, cache_key, source):
+        try:
+            payload = self._cache[cache_key]
+        except KeyError:
+            return None
+        if not isinstance(payload, dict) or payload.get("format") != PAYLOAD_FORMAT:
+            return None
+        if payload.get("source") != source:
+            self.display.vvv("bridge.hpc.slurm: the cached inventory is for another url, user or "
+                             "api_version; reading Slurm again")
+            return None
+        return payload
+
+    def _fetch(self, source):
+        if not HAS_HTTPX:
+            raise AnsibleParserError("bridge.hpc.slurm needs the Python library httpx on the controller "
+                                     "(pip install httpx)")
+        if not source["url"]:
+            raise AnsibleParserError("bridge.hpc.slurm needs the slurmrestd URL: set url in the "
+                                     "inventory file or the environment variable SLURM_URL")
+        client = None
+        try:
+            client = SlurmClient(
+                source["url"], user=source["user"], token=self._option("token"),
+                api_version=source["api_version"], validate_certs=self.get_option("validate_certs"),
+                ca_path=self.get_option("ca_path"), timeout=self.get_option("timeout"),
+                retries=self.get_option("retries"))
+            partitions = client.partitions()
+            nodes = client.nodes()
+            api_version = client.api_version
+            cluster = cluster_name(partitions, nodes) or getattr(client, "cluster", None)
+            for warning in client.warnings:
+                self.display.warning("bridge.hpc.slurm: %s" % warning)
+        except BridgeError as exc:
+            # The client scrubs the token from every message it builds.
+            raise AnsibleParserError("bridge.hpc.slurm: %s" % to_native(exc))
+        finally:
+            if client is not None:
+                client.close()
+        return {
+            "format": PAYLOAD_FORMAT,
+            "source": source,
+            "api_version": api_version,
+            "cluster": cluster,
+            "partitions": without_native(partitions),
+            "nodes": without_native(nodes),
+        }
+
+    # -- building hosts and groups
+
+    def _populate(self, payload):
+        partitions = payload["partitions"]
+        nodes = payload["nodes"]
+        overrides = self._per_partition("partition_overrides", dict, partitions)
+        extra_features = self._per_partition("extra_features", list, partitions)
+        common = {"slurm_url": payload["source"]["url"], "slurm_api_version": payload["api_version"]}
+        if payload.get("cluster"):
+            common["slurm_cluster"] = payload["cluster"]
+        prefix = self.get_option("host_prefix") or ""
+        node_hosts = set(n["name"] for n in nodes) if self.get_option("include_nodes") else set()
+
+        self.inventory.add_group(PARTITION_GROUP)
+        self.inventory.add_group(DEFAULT_PARTITION_GROUP)
+        for partition in partitions:
+            host = prefix + partition["name"]
+            if host in node_hosts:
+                raise AnsibleParserError(
+                    "bridge.hpc.slurm: partition '%s' and node '%s' would be the same inventory host; "
+                    "set host_prefix" % (partition["name"], host))
+            variables = dict(common)
+            variables.update(partition_vars(partition, nodes, extra_features.get(partition["name"], ())))
+            self._add_host(host, variables)
+            if self.get_option("set_local_connection"):
+                self.inventory.set_variable(host, "ansible_connection", "local")
+                self.inventory.set_variable(host, "ansible_python_interpreter",
+                                            trust_as_template("{{ ansible_playbook_python }}"))
+            for key, value in overrides.get(partition["name"], {}).items():
+                self.inventory.set_variable(host, key, value)
+            # Groups follow the overridden values: Slurm 24.11's REST API never reports which
+            # partition is the default, an override can say it.
+            final = self.inventory.get_host(host).get_vars()
+            self.inventory.add_child(PARTITION_GROUP, host)
+            self._add_to_group("slurm_partition_state_%s" % str(final["slurm_partition_state"]).lower(), host)
+            if boolean(final["slurm_partition_default"], strict=False):
+                self.inventory.add_child(DEFAULT_PARTITION_GROUP, host)
+            self._construct(host)
+
+        if not self.get_option("include_nodes"):
+            return
+        self.inventory.add_group(NODE_GROUP)
+        for node in nodes:
+            host = node["name"]
+            variables = dict(common)
+            variables.update(node_vars(node))
+            self._add_host(host, variables)
+            self.inventory.add_child(NODE_GROUP, host)
+            for state in node["states"] or [node["state"]]:
+                self._add_to_group("slurm_node_state_%s" % state, host)
+            for name in node["partitions"]:
+                self._add_to_group("slurm_partition_%s_nodes" % name, host)
+            self._construct(host)
+
+    def _add_host(self, host, variables):
+        """Add a host with variables read from Slurm: the one place they are marked unsafe."""
+        existing = self.inventory.hosts.get(host)
+        if existing is not None:
+            url = existing.vars.get("slurm_url")
+            if url is not None and url != variables["slurm_url"]:
+                raise AnsibleParserError(
+                    "bridge.hpc.slurm: host '%s' already comes from the Slurm cluster at %s; set "
+                    "host_prefix so that partitions of different clusters get different names" % (host, url))
+        self.inventory.add_host(host)
+        for key, value in variables.items():
+            self.inventory.set_variable(host, key, wrap_var(value))
+
+    def _add_to_group(self, group, host):
+        group = self.inventory.add_group(self._sanitize_group_name(group))
+        self.inventory.add_child(group, host)
+
+    def _construct(self, host):
+        strict = self.get_option("strict")
+        variables = self.inventory.get_host(host).get_vars()
+        self._set_composite_vars(self.get_option("compose"), variables, host, strict=strict)
+        self._add_host_to_composed_groups(self.get_option("groups"), variables, host, strict=strict)
+        self._add_host_to_keyed_groups(self.get_option("keyed_groups"), variables, host, strict=strict)
+
+    def _per_partition(self, option, kind, partitions):
+        """A per-partition option, checked: unknown partitions warn, or fail when strict."""
+        value = self.get_option(option) or {}
+        for name, item in value.items():
+            if not isinstance(item, kind):
+                raise AnsibleParserError("bridge.hpc.slurm: %s.%s must be a %s, got %s" % (
+                    option, name, kind.__name__, kind_of(item)))
+        known = [p["name"] for p in partitions]
+        unknown = sorted(name for name in value if name not in known)
+        if unknown:
+            message = "bridge.hpc.slurm: %s names partition(s) %s that the cluster does not have; its partitions: %s" % (
+                option, ", ".join(unknown), ", ".join(known) or "none")
+            if self.get_option("strict"):
+                raise AnsibleParserError(message)
+            self.display.warning(message)
+        return value
