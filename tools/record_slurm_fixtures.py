@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Record real slurmrestd responses as unit-test fixtures.
 
 Runs a fixed scenario (ping, partitions, nodes, submit, job states, errors, cancel, ...) against
@@ -250,7 +250,7 @@ def cleanup(r, version, other_id):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("version", choices=["22.05", "24.11", "26.05"])
     ap.add_argument("--api", help="API version, e.g. v0.0.40 (default: newest served)")
     ap.add_argument("--skip-timeout", action="store_true", help="skip the slow job_timeout case")

@@ -113,10 +113,14 @@ def finish_job_result(module, client, result):
     result["api_version"] = getattr(client, "_api_version", None)
     if not module._diff:
         result.pop("diff", None)
-    failed = result.pop("failed", False)
+    exit_with(module, client, result)
+
+
+def exit_with(module, client, result):
+    """Pass the client's warnings on, then exit (or fail when result says so)."""
     for warning in getattr(client, "warnings", []):
         module.warn(warning)
-    if failed:
+    if result.pop("failed", False):
         module.fail_json(**result)
     module.exit_json(**result)
 

@@ -88,6 +88,7 @@ nodes:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    exit_with,
     main_for,
     slurm_client,
     slurm_connection_options,
@@ -111,9 +112,7 @@ def read_cluster(module, client):
     if "nodes" in gather:
         result["nodes"] = client.nodes() if keep else without_native(client.nodes())
     result["api_version"] = client.api_version
-    for warning in client.warnings:
-        module.warn(warning)
-    module.exit_json(**result)
+    exit_with(module, client, result)
 
 
 def main():

@@ -98,6 +98,7 @@ api_version:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    exit_with,
     main_for,
     slurm_client,
     slurm_connection_options,
@@ -132,9 +133,7 @@ def read_jobs(module, client):
             result["job"] = jobs[0]
     result["jobs"] = jobs
     result["api_version"] = client.api_version
-    for warning in client.warnings:
-        module.warn(warning)
-    module.exit_json(**result)
+    exit_with(module, client, result)
 
 
 def main():

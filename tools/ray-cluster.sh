@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# Install, start, stop and inspect a real single-node Ray head (Jobs REST API) for tests and the demo.
+#
+#   tools/ray-cluster.sh start|stop|status|env
+#
+# Ray is installed once into its own virtualenv (${XDG_CACHE_HOME:-~/.cache}/bridge/ray-venv, not
+# the collection's .venv) and reinstalled only when the pinned version changes. The head has 2 CPUs,
+# no GPU, one custom resource "bridge_test": 1, and its dashboard (Jobs API) on 127.0.0.1:8265.
+# The env file <run>/ray/env (mode 0600) holds RAY_URL, RAY_VERSION, RAY_PYTHON and RAY_TOKEN.
+#
+# Facts this script relies on are in docs real-services.md section 3. It never runs `ray stop`
+# (that kills every Ray on the machine) and never kills by name: it records, as "PID STARTTIME",
+# every process of this head's session and stops exactly those (and their descendants).
+# Ray's GCS and raylet ports listen on all interfaces (Ray ignores a loopback node address);
+# only the dashboard honours 127.0.0.1.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RUN_BASE=${BRIDGE_RUN:-$REPO/.run}
+RUN=$RUN_BASE/ray
+RAY_PIN=2.60.0
+VENV=${XDG_CACHE_HOME:-$HOME/.cache}/bridge/ray-venv
+STAMP=$VENV/.bridge-ray-version
+DASH_PORT=8265
+GCS_PORT=6379
+URL=http://127.0.0.1:$DASH_PORT
+TIMEOUT=${BRIDGE_RAY_TIMEOUT:-60}
+PIDS=$RUN/pids
+export RAY_USAGE_STATS_ENABLED=0
+
+die() { echo "ray-cluster: $*" >&2; exit 1; }
+log() { echo "ray-cluster: $*" >&2; }
+
+# Ray puts unix sockets below <temp dir>/session_<date>_<pid>/sockets/ and a socket path may not
+# exceed 107 bytes, so the temp dir must stay short: <run>/ray/tmp when that is short enough, else
+# a directory in /tmp named after the run dir (one head per run dir).
+temp_dir() {
+  if ((${#RUN} <= 40)); then echo "$RUN/tmp"
+  else echo "/tmp/bridge-ray-$(id -u)-$(echo -n "$RUN" | sha256sum | cut -c1-8)"; fi
+}
+TEMP=$(temp_dir)
+
+# ---------------------------------------------------------------------------------------------
+# Installation
+# ---------------------------------------------------------------------------------------------
+ensure_installed() {
+  local want="ray[default]==$RAY_PIN"
+  [[ -f $STAMP && "$(cat "$STAMP")" == "$want" && -x $VENV/bin/ray ]] && return 0
+  mkdir -p "$(dirname "$VENV")"
+  exec 8>"$VENV.lock"
+  flock 8
+  if [[ -f $STAMP && "$(cat "$STAMP")" == "$want" && -x $VENV/bin/ray ]]; then exec 8>&-; return 0; fi
+  local py=${PYTHON:-} t0=$SECONDS
+  if [[ -z $py ]]; then
+    if command -v python3.11 >/dev/null 2>&1; then py=python3.11; else py=python3; fi
+  fi
+  if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
+    rm -rf "$VENV"
+    "$py" -m venv "$VENV"
+  fi
+  rm -f "$STAMP"
+  log "installing $want into $VENV (about 240 MiB)"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$want" >&2 ||
+    die "pip install $want failed"
+  echo "$want" >"$STAMP"
+  exec 8>&-
+  log "installed $want in $((SECONDS - t0))s"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Process bookkeeping
+# ---------------------------------------------------------------------------------------------
+# Start time (field 22 of /proc/PID/stat) of a live process; fails for a gone or zombie one.
+# comm may hold spaces, so split after ')'.
+starttime() {
+  local s f
+  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  read -ra f <<<"${s##*) }"
+  [[ ${f[0]} != Z ]] || return 1
+  echo "${f[19]}"
+}
+
+# "PID STARTTIME" lines of recorded processes that are still the same processes.
+recorded_alive_list() {
+  local pid st
+  [[ -f $PIDS ]] || return 0
+  while read -r pid st; do
+    [[ -n $pid && "$(starttime "$pid" 2>/dev/null)" == "$st" ]] && echo "$pid $st"
+  done <"$PIDS"
+  return 0
+}
+
+# The processes of this head: every process whose command line mentions the temp dir (gcs_server,
+# raylet, dashboard, agents, monitors) or whose session is the one `ray start` ran in, plus all
+# their descendants (workers rename themselves "ray::..." and job entrypoints start new sessions).
+# Prints PIDs.
+head_processes() {
+  local sid=${1:-} p roots=()
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    [[ $p == "$$" || $p == "$BASHPID" ]] && continue
+    if grep -qaF -- "$TEMP/" "/proc/$p/cmdline" 2>/dev/null; then roots+=("$p"); continue; fi
+    if [[ -n $sid ]]; then
+      local s f
+      s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+      read -ra f <<<"${s##*) }"
+      [[ ${f[3]} == "$sid" ]] && roots+=("$p")
+    fi
+  done
+  ((${#roots[@]})) || return 0
+  awk -v roots="${roots[*]}" '
+    BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) { keep[r[i]] = 1; print r[i] } }
+    { parent[$1] = $2 }
+    END { changed = 1
+          while (changed) { changed = 0
+            for (p in parent) if (!(p in keep) && (parent[p] in keep)) { keep[p] = 1; print p; changed = 1 } } }
+  ' < <(ps -e -o pid=,ppid=)
+}
+
+# Rewrite the pid file: the recorded processes still alive plus every current head process.
+record_processes() {
+  local sid=${1:-} p st
+  mkdir -p "$RUN"
+  {
+    recorded_alive_list
+    for p in $(head_processes "$sid"); do
+      st=$(starttime "$p" 2>/dev/null) && echo "$p $st"
+    done
+  } | sort -u -n >"$PIDS.tmp"
+  mv -f "$PIDS.tmp" "$PIDS"
+}
+
+# terminate SECONDS PID...: SIGTERM all together, then SIGKILL what is left after SECONDS.
+terminate() {
+  local wait=$1; shift
+  (($#)) || return 0
+  kill -TERM "$@" 2>/dev/null || true
+  local i p left
+  for ((i = 0; i < wait * 10; i++)); do
+    left=()
+    for p in "$@"; do starttime "$p" >/dev/null && left+=("$p"); done
+    ((${#left[@]})) || return 0
+    sleep 0.1
+  done
+  log "SIGKILL to ${left[*]}"
+  kill -KILL "${left[@]}" 2>/dev/null || true
+}
+
+stop_processes() {
+  [[ -f $PIDS ]] || [[ -d $TEMP ]] || return 0
+  local pids=() p _
+  # Refresh first so workers and job processes started since `start` are included.
+  record_processes
+  while read -r p _; do pids+=("$p"); done < <(recorded_alive_list)
+  terminate 10 "${pids[@]}"
+  # Anything that appeared while the head shut down (a worker being restarted).
+  mapfile -t pids < <(head_processes)
+  terminate 2 "${pids[@]}"
+  rm -f "$PIDS" "$RUN/version"
+  return 0
+}
+
+# ---------------------------------------------------------------------------------------------
+# Health
+# ---------------------------------------------------------------------------------------------
+http_code() { curl -s -o /dev/null -m 10 -w '%{http_code}' "$URL$1" 2>/dev/null || true; }
+
+api_answers() { [[ "$(http_code /api/version)" == 200 ]]; }
+jobs_api_answers() { [[ "$(http_code /api/jobs/)" == 200 ]]; }
+
+# The recorded processes are all still there (at least gcs_server, raylet and the dashboard).
+recorded_ok() {
+  [[ -s $PIDS ]] || return 1
+  local pid st n=0 alive=0
+  while read -r pid st; do
+    n=$((n + 1))
+    [[ "$(starttime "$pid" 2>/dev/null)" == "$st" ]] && alive=$((alive + 1))
+  done <"$PIDS"
+  # Workers and job processes come and go; the daemons must not. Check those by name.
+  local d
+  for d in gcs_server raylet dashboard/dashboard.py; do
+    own_daemon_alive "$d" || return 1
+  done
+}
+
+own_daemon_alive() {
+  local pid st
+  while read -r pid st; do
+    grep -qaF -- "$1" "/proc/$pid/cmdline" 2>/dev/null && return 0
+  done < <(recorded_alive_list)
+  return 1
+}
+
+healthy() { recorded_ok && api_answers && jobs_api_answers; }
+
+# ---------------------------------------------------------------------------------------------
+# start
+# ---------------------------------------------------------------------------------------------
+write_env() {
+  local version
+  version=$(curl -s -m 10 "$URL/api/version" |
+    "$VENV/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["ray_version"])') ||
+    die "cannot read the Ray version from $URL/api/version"
+  (umask 077
+   cat >"$RUN/env.tmp" <<EOF
+RAY_URL=$URL
+RAY_VERSION=$version
+RAY_PYTHON=$VENV/bin/python
+RAY_TOKEN=
+EOF
+  )
+  mv -f "$RUN/env.tmp" "$RUN/env"
+}
+
+start_head() {
+  mkdir -p "$RUN/log"
+  [[ -d $TEMP ]] && rm -rf --one-file-system "$TEMP"
+  mkdir -p "$TEMP"
+  # setsid: the head's processes share one new session, recorded below. `ray start` forks the
+  # daemons and returns; 8>&- 9>&-: they must not inherit our lock files.
+  local rc=0
+  setsid "$VENV/bin/ray" start --head \
+    --node-ip-address 127.0.0.1 \
+    --port "$GCS_PORT" \
+    --dashboard-host 127.0.0.1 --dashboard-port "$DASH_PORT" --include-dashboard true \
+    --num-cpus 2 --num-gpus 0 --resources '{"bridge_test": 1}' \
+    --object-store-memory 200000000 \
+    --disable-usage-stats \
+    --temp-dir "$TEMP" \
+    </dev/null >"$RUN/log/ray-start.out" 2>&1 8>&- 9>&- &
+  local launcher=$!
+  wait "$launcher" || rc=$?
+  # The session id is the pid of the setsid'ed `ray start` (it forks no further before setsid).
+  record_processes "$launcher"
+  if ((rc != 0)); then
+    log "ray start failed (exit $rc); last lines of $RUN/log/ray-start.out:"
+    tail -n 25 "$RUN/log/ray-start.out" >&2
+    return 1
+  fi
+  local deadline=$((SECONDS + TIMEOUT))
+  until api_answers && jobs_api_answers; do
+    if ((SECONDS >= deadline)); then
+      log "dashboard at $URL did not answer /api/version and /api/jobs/ within ${TIMEOUT}s;" \
+          "logs: $TEMP/session_latest/logs"
+      tail -n 15 "$TEMP/session_latest/logs/dashboard.log" >&2 2>/dev/null || true
+      return 1
+    fi
+    sleep 0.2
+  done
+  record_processes "$launcher"
+}
+
+start() {
+  mkdir -p "$RUN"
+  exec 9>"$RUN/.lock"
+  flock 9
+  local t0=$SECONDS
+  ensure_installed
+  if healthy; then
+    write_env
+    log "Ray already running at $URL (env refreshed: $RUN/env)"
+    exec 9>&-
+    return 0
+  fi
+  stop_processes          # leftovers of a half-started or crashed head
+  if [[ "$(http_code /api/version)" != 000 ]]; then
+    die "something else answers on $URL (not the head of $RUN); not starting a second one"
+  fi
+  start_head || { stop_processes; exit 1; }
+  write_env
+  exec 9>&-
+  log "Ray $RAY_PIN up at $URL in $((SECONDS - t0))s; env: $RUN/env"
+}
+
+stop() {
+  [[ -d $RUN ]] || return 0
+  exec 9>"$RUN/.lock"
+  flock 9
+  stop_processes
+  rm -rf --one-file-system "$TEMP"
+  exec 9>&-
+  log "Ray stopped"
+}
+
+status() {
+  if recorded_ok && api_answers; then echo "running $URL"
+  elif [[ -n "$(recorded_alive_list)" ]]; then echo "degraded $URL (not answering; start restarts it)"
+  else echo "stopped $URL"; fi
+}
+
+usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+main() {
+  (($# == 1)) || usage
+  case $1 in
+    start)  start ;;
+    stop)   stop ;;
+    status) status ;;
+    env)    [[ -f $RUN/env ]] || die "no env file; run: $0 start"
+            cat "$RUN/env" ;;
+    *) usage ;;
+  esac
+}
+
+main "$@"
