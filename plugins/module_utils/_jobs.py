@@ -12,11 +12,22 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import datetime
 import time
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import NotFound
 
+PHASES = ("queued", "running", "completed", "failed", "cancelled")
 TERMINAL_PHASES = ("completed", "failed", "cancelled")
+FAILURE_CLASSES = ("timeout", "out_of_memory", "node_failure", "cancelled", "non_zero_exit", "rejected", "preempted")
+
+
+def rfc3339(epoch_seconds):
+    """RFC 3339 UTC time of an epoch in seconds; None for 0 or None (not happened yet)."""
+    if not epoch_seconds:
+        return None
+    moment = datetime.datetime.fromtimestamp(epoch_seconds, tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 SUMMARY_KEYS = ("job_id", "name", "identity", "phase", "native_state", "reason", "exit_code",
                 "signal", "failure_class", "partition")
 

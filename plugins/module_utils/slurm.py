@@ -13,7 +13,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import datetime
 import re
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
@@ -26,6 +25,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     Timeout,
     error_for_status,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._jobs import TERMINAL_PHASES, rfc3339
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import (
     effective_environment,
     format_minutes,
@@ -81,7 +81,6 @@ FAILURE_CLASS_BY_STATE = {
     "FAILED": "non_zero_exit",
     "SPECIAL_EXIT": "non_zero_exit",
 }
-TERMINAL_PHASES = ("completed", "failed", "cancelled")
 # Pending reasons after which Slurm will never start the job by itself: the request does not fit
 # the partition, account or QOS. Slurm accepts such jobs (HTTP 200) and lets them pend forever.
 HOPELESS_REASONS = frozenset([
@@ -138,12 +137,8 @@ def is_unlimited(value):
     return value == INFINITE
 
 
-def rfc3339(epoch):
-    seconds = number(epoch)
-    if not seconds:
-        return None
-    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+def epoch_time(epoch):
+    return rfc3339(number(epoch))
 
 
 def state_list(job_state):
@@ -229,9 +224,9 @@ def normalize_job(native):
         "exit_code": exit_code if terminal else None,
         "signal": signal if terminal else None,
         "failure_class": failure_class,
-        "submit_time": rfc3339(native.get("submit_time")),
-        "start_time": rfc3339(native.get("start_time")) if phase != "queued" else None,
-        "end_time": rfc3339(native.get("end_time")) if terminal else None,
+        "submit_time": epoch_time(native.get("submit_time")),
+        "start_time": epoch_time(native.get("start_time")) if phase != "queued" else None,
+        "end_time": epoch_time(native.get("end_time")) if terminal else None,
         "partition": text(native.get("partition")),
         "nodes": text(native.get("nodes")),
         "user": text(native.get("user_name")),
