@@ -1,6 +1,6 @@
 # Two commands on a fresh machine:
 #   make demo   installs what it needs, starts a local Slurm 22.05 and runs playbooks/demo.yml
-#   make test   runs the whole suite against real Slurm 22.05, 24.11 and 26.05
+#   make test   runs the whole suite against real Slurm 22.05, 24.11 and 26.05 and a real Ray head
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 VENV := $(CURDIR)/.venv
@@ -11,14 +11,14 @@ export ANSIBLE_LOCALHOST_WARNING := 0
 export ANSIBLE_INVENTORY_UNPARSED_WARNING := 0
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo test bootstrap unit sanity lint build-check clusters integration bench stop
+.PHONY: demo test bootstrap unit sanity lint build-check services integration bench stop
 
 demo: bootstrap
 	tools/slurm-cluster.sh start 22.05
 	set -a; . .run/slurm-22.05/env; set +a; \
 	  ansible-playbook -i localhost, -c local playbooks/demo.yml
 
-test: bootstrap unit sanity lint build-check clusters integration
+test: bootstrap unit sanity lint build-check services integration
 
 bootstrap:
 	tools/bootstrap.sh
@@ -35,15 +35,19 @@ lint: bootstrap
 build-check: bootstrap
 	tools/galaxy_build_check.sh
 
-clusters:
+services:
 	for version in $(SLURM_VERSIONS); do tools/slurm-cluster.sh start $$version; done
+	tools/ray-cluster.sh start
 
-integration: bootstrap clusters
+integration: bootstrap services
 	BRIDGE_REQUIRE_SERVICES=1 pytest -q tests/integration
 
 bench: bootstrap
 	tools/slurm-cluster.sh start 22.05
-	python bench/slurm_submit.py
+	set -a; . .run/slurm-22.05/env; set +a; python bench/slurm_submit.py
+	tools/ray-cluster.sh start
+	set -a; . .run/ray/env; set +a; python bench/ray_submit.py
 
 stop:
 	tools/slurm-cluster.sh stop all
+	tools/ray-cluster.sh stop

@@ -15,16 +15,9 @@ env 22.05). Prints per-job milliseconds and the ratios against the raw baseline.
 import argparse
 import json
 import os
-import statistics
-import subprocess
-import sys
-import tempfile
-import time
 import uuid
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLLECTIONS = os.path.join(REPO, ".run", "collections")
-sys.path.insert(0, COLLECTIONS)
+from common import print_table, timed, timed_playbook
 
 import httpx  # noqa: E402
 
@@ -50,16 +43,6 @@ PLAYBOOK = """
 def spec_for(identity):
     return normalize_spec({"script": SCRIPT, "identity": identity, "queue": "debug",
                            "resources": {"time_limit": 1}, "backend_options": {"slurm": {"hold": True}}})
-
-
-def timed(fn, items):
-    durations = []
-    started = time.perf_counter()
-    for item in items:
-        t0 = time.perf_counter()
-        fn(item)
-        durations.append(time.perf_counter() - t0)
-    return time.perf_counter() - started, durations
 
 
 def main():
@@ -96,32 +79,14 @@ def main():
     results["ensure_present"] = timed(lifecycle, names("ens"))
 
     identities = names("pb")
-    with tempfile.TemporaryDirectory() as tmp:
-        playbook = os.path.join(tmp, "bench.yml")
-        with open(playbook, "w") as handle:
-            handle.write(PLAYBOOK)
-        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-                   ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-        ansible_playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-        t0 = time.perf_counter()
-        subprocess.run([ansible_playbook, "-i", "localhost,", "-c", "local", playbook,
-                        "-e", json.dumps({"identities": identities})], env=env, check=True,
-                       stdout=subprocess.DEVNULL)
-        total = time.perf_counter() - t0
-        results["ansible-playbook"] = (total, [total / args.jobs] * args.jobs)
+    results["ansible-playbook"] = timed_playbook(PLAYBOOK, {"identities": identities}, args.jobs)
     playbook_jobs = [j["job_id"] for j in client.list() if j["identity"] in set(identities)]
 
     for job_id in submitted + playbook_jobs:
         client.cancel(job_id)
-    requests_per_lifecycle = None
 
-    baseline = results["raw POST"][0] / args.jobs
-    print("Slurm %s (REST %s), %d jobs per method, held then cancelled" % (
-        client.ping().get("release"), version, args.jobs))
-    print("%-18s %12s %12s %10s" % ("method", "ms/job mean", "ms/job p50", "x raw"))
-    for method, (total, durations) in results.items():
-        mean = total / args.jobs
-        print("%-18s %12.1f %12.1f %10.1f" % (method, mean * 1000, statistics.median(durations) * 1000, mean / baseline))
+    print_table("Slurm %s (REST %s), %d jobs per method, held then cancelled" % (
+        client.ping().get("release"), version, args.jobs), results, args.jobs)
     probe = SlurmClient(url, user=user, token=token, api_version=version)
     ensure_present(probe, spec_for("bench-%s-count" % run))
     requests_per_lifecycle = probe.transport.requests_sent

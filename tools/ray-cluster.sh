@@ -8,6 +8,12 @@
 # no GPU, one custom resource "bridge_test": 1, and its dashboard (Jobs API) on 127.0.0.1:8265.
 # The env file <run>/ray/env (mode 0600) holds RAY_URL, RAY_VERSION, RAY_PYTHON and RAY_TOKEN.
 #
+# One head per run dir (${BRIDGE_RUN:-<repo>/.run}/ray). Read by `start` only, e.g. for a second
+# head in another run dir: BRIDGE_RAY_DASHBOARD_PORT (8265), BRIDGE_RAY_GCS_PORT (6379),
+# BRIDGE_RAY_CLIENT_PORT (10001), BRIDGE_RAY_AGENT_PORT (52365); BRIDGE_RAY_AUTH=token (token
+# auth; the token is kept in <run>/ray/auth_token and written to RAY_TOKEN);
+# BRIDGE_RAY_JOB_START_TIMEOUT (seconds a job may stay PENDING before it FAILS; Ray's default 900).
+#
 # Facts this script relies on are in docs real-services.md section 3. It never runs `ray stop`
 # (that kills every Ray on the machine) and never kills by name: it records, as "PID STARTTIME",
 # every process of this head's session and stops exactly those (and their descendants).
@@ -21,12 +27,19 @@ RUN=$RUN_BASE/ray
 RAY_PIN=2.60.0
 VENV=${XDG_CACHE_HOME:-$HOME/.cache}/bridge/ray-venv
 STAMP=$VENV/.bridge-ray-version
-DASH_PORT=8265
-GCS_PORT=6379
-URL=http://127.0.0.1:$DASH_PORT
+DASH_PORT=${BRIDGE_RAY_DASHBOARD_PORT:-8265}
+GCS_PORT=${BRIDGE_RAY_GCS_PORT:-6379}
+CLIENT_PORT=${BRIDGE_RAY_CLIENT_PORT:-10001}
+AGENT_PORT=${BRIDGE_RAY_AGENT_PORT:-52365}
+AUTH=${BRIDGE_RAY_AUTH:-none}
+START_TIMEOUT=${BRIDGE_RAY_JOB_START_TIMEOUT:-}
 TIMEOUT=${BRIDGE_RAY_TIMEOUT:-60}
 PIDS=$RUN/pids
 export RAY_USAGE_STATS_ENABLED=0
+# Explicit: with RAY_AUTH_MODE unset, `ray start` turns token auth on whenever a token exists
+# (~/.ray/auth_token, RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH).
+export RAY_AUTH_MODE=disabled
+unset RAY_AUTH_TOKEN RAY_AUTH_TOKEN_PATH RAY_JOB_START_TIMEOUT_SECONDS
 
 die() { echo "ray-cluster: $*" >&2; exit 1; }
 log() { echo "ray-cluster: $*" >&2; }
@@ -35,10 +48,27 @@ log() { echo "ray-cluster: $*" >&2; }
 # exceed 107 bytes, so the temp dir must stay short: <run>/ray/tmp when that is short enough, else
 # a directory in /tmp named after the run dir (one head per run dir).
 temp_dir() {
-  if ((${#RUN} <= 40)); then echo "$RUN/tmp"
+  if ((${#RUN} <= 32)); then echo "$RUN/tmp"
   else echo "/tmp/bridge-ray-$(id -u)-$(echo -n "$RUN" | sha256sum | cut -c1-8)"; fi
 }
 TEMP=$(temp_dir)
+
+# `start` writes the settings it started with to <run>/ray/settings; the other commands read them
+# back, so `status` and `stop` need no environment.
+SETTINGS=$RUN/settings
+if [[ ${1:-} != start && -f $SETTINGS ]]; then
+  # shellcheck source=/dev/null
+  source "$SETTINGS"
+fi
+[[ $AUTH == none || $AUTH == token ]] || die "BRIDGE_RAY_AUTH must be none or token, not '$AUTH'"
+URL=http://127.0.0.1:$DASH_PORT
+MARKER=BRIDGE_RAY_HEAD=$RUN
+HEADER=$RUN/auth_header   # "Authorization: Bearer <token>" for curl -H @file (keeps it out of ps)
+
+settings() {
+  printf '%s\n' "DASH_PORT=$DASH_PORT" "GCS_PORT=$GCS_PORT" "CLIENT_PORT=$CLIENT_PORT" \
+    "AGENT_PORT=$AGENT_PORT" "AUTH=$AUTH" "START_TIMEOUT=$START_TIMEOUT"
+}
 
 # ---------------------------------------------------------------------------------------------
 # Installation
@@ -90,16 +120,18 @@ recorded_alive_list() {
   return 0
 }
 
-# The processes of this head: every process whose command line mentions the temp dir (gcs_server,
-# raylet, dashboard, agents, monitors) or whose session is the one `ray start` ran in, plus all
-# their descendants (workers rename themselves "ray::..." and job entrypoints start new sessions).
-# Prints PIDs.
+# The processes of this head: every process that carries our marker in its environment (`ray start`
+# passes MARKER to everything it starts: daemons, workers, job entrypoints, even orphaned ones),
+# whose command line mentions the temp dir (gcs_server, raylet, dashboard, agents, monitors) or, at
+# start, whose session is the one `ray start` ran in; plus all their descendants (workers rename
+# themselves "ray::..." and job entrypoints start new sessions). Prints PIDs.
 head_processes() {
   local sid=${1:-} p roots=()
   for p in /proc/[0-9]*; do
     p=${p#/proc/}
     [[ $p == "$$" || $p == "$BASHPID" ]] && continue
-    if grep -qaF -- "$TEMP/" "/proc/$p/cmdline" 2>/dev/null; then roots+=("$p"); continue; fi
+    if grep -qaF -- "$TEMP/" "/proc/$p/cmdline" 2>/dev/null ||
+       grep -qzxF -- "$MARKER" "/proc/$p/environ" 2>/dev/null; then roots+=("$p"); continue; fi
     if [[ -n $sid ]]; then
       local s f
       s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
@@ -151,34 +183,47 @@ stop_processes() {
   local pids=() p _
   # Refresh first so workers and job processes started since `start` are included.
   record_processes
-  while read -r p _; do pids+=("$p"); done < <(recorded_alive_list)
+  # GCS last: the other daemons report to it on SIGTERM and hang for long if it is already gone.
+  local gcs=()
+  while read -r p _; do
+    if grep -qaF /ray/gcs/gcs_server "/proc/$p/cmdline" 2>/dev/null; then gcs+=("$p"); else pids+=("$p"); fi
+  done < <(recorded_alive_list)
   terminate 10 "${pids[@]}"
+  terminate 10 "${gcs[@]}"
   # Anything that appeared while the head shut down (a worker being restarted).
   mapfile -t pids < <(head_processes)
   terminate 2 "${pids[@]}"
-  rm -f "$PIDS" "$RUN/version"
+  rm -f "$PIDS"
   return 0
 }
 
 # ---------------------------------------------------------------------------------------------
 # Health
 # ---------------------------------------------------------------------------------------------
-http_code() { curl -s -o /dev/null -m 10 -w '%{http_code}' "$URL$1" 2>/dev/null || true; }
+auth_args() { [[ $AUTH == token && -f $HEADER ]] && printf '%s\n' -H "@$HEADER"; return 0; }
+
+http_code() {
+  local a
+  mapfile -t a < <(auth_args)
+  curl -s -o /dev/null -m 10 -w '%{http_code}' "${a[@]}" "$URL$1" 2>/dev/null || true
+}
+
+# The token for BRIDGE_RAY_AUTH=token: made once per run dir, like `ray get-auth-token --generate`
+# (64 hex digits).
+ensure_token() {
+  [[ -s $RUN/auth_token ]] || (umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$RUN/auth_token")
+  (umask 077; echo "Authorization: Bearer $(cat "$RUN/auth_token")" >"$HEADER")
+}
 
 api_answers() { [[ "$(http_code /api/version)" == 200 ]]; }
 jobs_api_answers() { [[ "$(http_code /api/jobs/)" == 200 ]]; }
 
-# The recorded processes are all still there (at least gcs_server, raylet and the dashboard).
+# The head's daemons are among the live recorded processes. Workers and job processes come and go,
+# so only these are required.
 recorded_ok() {
   [[ -s $PIDS ]] || return 1
-  local pid st n=0 alive=0
-  while read -r pid st; do
-    n=$((n + 1))
-    [[ "$(starttime "$pid" 2>/dev/null)" == "$st" ]] && alive=$((alive + 1))
-  done <"$PIDS"
-  # Workers and job processes come and go; the daemons must not. Check those by name.
   local d
-  for d in gcs_server raylet dashboard/dashboard.py; do
+  for d in /ray/gcs/gcs_server /raylet/raylet dashboard/dashboard.py; do
     own_daemon_alive "$d" || return 1
   done
 }
@@ -191,14 +236,19 @@ own_daemon_alive() {
   return 1
 }
 
-healthy() { recorded_ok && api_answers && jobs_api_answers; }
+# A head started with other settings (ports, auth, timeout) is not the one asked for.
+same_settings() { [[ -f $SETTINGS && "$(cat "$SETTINGS")" == "$(settings)" ]]; }
+
+healthy() { recorded_ok && same_settings && api_answers && jobs_api_answers; }
 
 # ---------------------------------------------------------------------------------------------
 # start
 # ---------------------------------------------------------------------------------------------
 write_env() {
-  local version
-  version=$(curl -s -m 10 "$URL/api/version" |
+  local version a token=""
+  mapfile -t a < <(auth_args)
+  [[ $AUTH == token ]] && token=$(cat "$RUN/auth_token")
+  version=$(curl -s -m 10 "${a[@]}" "$URL/api/version" |
     "$VENV/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["ray_version"])') ||
     die "cannot read the Ray version from $URL/api/version"
   (umask 077
@@ -206,7 +256,7 @@ write_env() {
 RAY_URL=$URL
 RAY_VERSION=$version
 RAY_PYTHON=$VENV/bin/python
-RAY_TOKEN=
+RAY_TOKEN=$token
 EOF
   )
   mv -f "$RUN/env.tmp" "$RUN/env"
@@ -218,10 +268,22 @@ start_head() {
   mkdir -p "$TEMP"
   # setsid: the head's processes share one new session, recorded below. `ray start` forks the
   # daemons and returns; 8>&- 9>&-: they must not inherit our lock files.
-  local rc=0
-  setsid "$VENV/bin/ray" start --head \
+  local rc=0 extra_env=(RAY_AUTH_MODE=disabled)
+  if [[ $AUTH == token ]]; then
+    ensure_token
+    extra_env=(RAY_AUTH_MODE=token "RAY_AUTH_TOKEN_PATH=$RUN/auth_token")
+  fi
+  [[ -n $START_TIMEOUT ]] && extra_env+=("RAY_JOB_START_TIMEOUT_SECONDS=$START_TIMEOUT")
+  settings >"$SETTINGS"
+  # Job entrypoints inherit PATH and the working directory of `ray start`: with the venv first on
+  # PATH, `python` in an entrypoint is RAY_PYTHON (which can `import ray`), and a job without a
+  # working_dir starts in <run>/ray/cwd rather than wherever this script was called from.
+  mkdir -p "$RUN/cwd"
+  cd "$RUN/cwd"
+  setsid env "${extra_env[@]}" "$MARKER" PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV" "$VENV/bin/ray" start --head \
     --node-ip-address 127.0.0.1 \
-    --port "$GCS_PORT" \
+    --port "$GCS_PORT" --ray-client-server-port "$CLIENT_PORT" \
+    --dashboard-agent-listen-port "$AGENT_PORT" \
     --dashboard-host 127.0.0.1 --dashboard-port "$DASH_PORT" --include-dashboard true \
     --num-cpus 2 --num-gpus 0 --resources '{"bridge_test": 1}' \
     --object-store-memory 200000000 \
@@ -278,6 +340,7 @@ stop() {
   flock 9
   stop_processes
   rm -rf --one-file-system "$TEMP"
+  rm -f "$HEADER"
   exec 9>&-
   log "Ray stopped"
 }

@@ -13,12 +13,12 @@ class ModuleDocFragment(object):
 options:
   url:
     description:
-      - Base URL of the resource manager's REST endpoint (slurmrestd for O(backend=slurm)).
+      - Base URL of the resource manager's REST endpoint; slurmrestd for O(backend=slurm), the Ray dashboard for O(backend=ray).
     type: str
     required: true
   user:
     description:
-      - User name the request acts for, where the backend has one (Slurm's C(X-SLURM-USER-NAME)).
+      - User name the request acts for, where the backend has one (Slurm's C(X-SLURM-USER-NAME)); Ray has none.
     type: str
   token:
     description:

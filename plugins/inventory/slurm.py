@@ -196,21 +196,12 @@ from ansible.errors import AnsibleParserError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
-from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import HAS_HTTPX
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+from ansible_collections.bridge.hpc.plugins.plugin_utils._inventory import InventorySource, without_native
 
-try:
-    # ansible-core 2.19+ templates only strings marked trusted; older releases trust every string.
-    from ansible.template import trust_as_template
-except ImportError:
-    def trust_as_template(value):
-        return value
-
-# Bump when the cached payload changes shape, so an old cache entry is read again from Slurm.
-PAYLOAD_FORMAT = 1
 PARTITION_GROUP = "slurm_partitions"
 DEFAULT_PARTITION_GROUP = "slurm_default_partition"
 NODE_GROUP = "slurm_nodes"
@@ -266,10 +257,6 @@ def node_vars(node):
     return dict(("slurm_node_%s" % key, node.get(key)) for key in NODE_FIELDS)
 
 
-def without_native(items):
-    return [dict((k, v) for k, v in item.items() if k != "native") for item in items]
-
-
 def kind_of(value):
     # ansible-core 2.19 hands config values over as tagged subclasses (_AnsibleTaggedStr).
     for kind in (dict, list, str, bool, int, float):
@@ -289,58 +276,18 @@ def cluster_name(partitions, nodes):
     return None
 
 
-class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
+class InventoryModule(InventorySource, BaseInventoryPlugin, Constructable, Cacheable):
 
     NAME = "bridge.hpc.slurm"
+    MANAGER = "Slurm"
+    FILE_SUFFIXES = ("slurm.yml", "slurm.yaml")
+    SOURCE_OPTIONS = ("url", "user", "api_version")
+    URL_VAR = "slurm_url"
+    HOSTS = "partitions"
+    # Bump when the cached payload changes shape, so an old cache entry is read again from Slurm.
+    PAYLOAD_FORMAT = 1
 
-    def verify_file(self, path):
-        if not super(InventoryModule, self).verify_file(path):
-            return False
-        return path.endswith(("slurm.yml", "slurm.yaml"))
-
-    def parse(self, inventory, loader, path, cache=True):
-        super(InventoryModule, self).parse(inventory, loader, path, cache)
-        self._read_config_data(path)
-        source = self._source()
-        use_cache = self.get_option("cache")
-        cache_key = self.get_cache_key(path)
-        payload = self._cached_payload(cache_key, source) if use_cache and cache else None
-        if payload is None:
-            payload = self._fetch(source)
-            if use_cache:
-                self._cache[cache_key] = payload
-        self._populate(payload)
-
-    # -- reading Slurm, or the cache
-
-    def _option(self, name):
-        value = self.get_option(name)
-        if isinstance(value, str) and self.templar.is_template(value):
-            value = self.templar.template(value)
-        return value
-
-    def _source(self):
-        """What the cached payload depends on; the token is left out on purpose (it rotates).
-
-        Plain str() copies: ansible-core 2.19 config values carry tags (origin, trust) that would
-        otherwise be written into the cache along with them.
-        """
-        values = {"url": self._option("url"), "user": self._option("user"),
-                  "api_version": self.get_option("api_version")}
-        return dict((key, None if value is None else str(value)) for key, value in values.items())
-
-    def _cached_payload(self, cache_key, source):
-        try:
-            payload = self._cache[cache_key]
-        except KeyError:
-            return None
-        if not isinstance(payload, dict) or payload.get("format") != PAYLOAD_FORMAT:
-            return None
-        if payload.get("source") != source:
-            self.display.vvv("bridge.hpc.slurm: the cached inventory is for another url, user or "
-                             "api_version; reading Slurm again")
-            return None
-        return payload
+    # -- reading Slurm (parse() and the cache: InventorySource)
 
     def _fetch(self, source):
         if not HAS_HTTPX:
@@ -369,7 +316,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             if client is not None:
                 client.close()
         return {
-            "format": PAYLOAD_FORMAT,
+            "format": self.PAYLOAD_FORMAT,
             "source": source,
             "api_version": api_version,
             "cluster": cluster,
@@ -402,9 +349,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             variables.update(partition_vars(partition, nodes, extra_features.get(partition["name"], ())))
             self._add_host(host, variables)
             if self.get_option("set_local_connection"):
-                self.inventory.set_variable(host, "ansible_connection", "local")
-                self.inventory.set_variable(host, "ansible_python_interpreter",
-                                            trust_as_template("{{ ansible_playbook_python }}"))
+                self._set_local_connection(host)
             for key, value in overrides.get(partition["name"], {}).items():
                 self.inventory.set_variable(host, key, value)
             # Groups follow the overridden values: Slurm 24.11's REST API never reports which
@@ -430,30 +375,6 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             for name in node["partitions"]:
                 self._add_to_group("slurm_partition_%s_nodes" % name, host)
             self._construct(host)
-
-    def _add_host(self, host, variables):
-        """Add a host with variables read from Slurm: the one place they are marked unsafe."""
-        existing = self.inventory.hosts.get(host)
-        if existing is not None:
-            url = existing.vars.get("slurm_url")
-            if url is not None and url != variables["slurm_url"]:
-                raise AnsibleParserError(
-                    "bridge.hpc.slurm: host '%s' already comes from the Slurm cluster at %s; set "
-                    "host_prefix so that partitions of different clusters get different names" % (host, url))
-        self.inventory.add_host(host)
-        for key, value in variables.items():
-            self.inventory.set_variable(host, key, wrap_var(value))
-
-    def _add_to_group(self, group, host):
-        group = self.inventory.add_group(self._sanitize_group_name(group))
-        self.inventory.add_child(group, host)
-
-    def _construct(self, host):
-        strict = self.get_option("strict")
-        variables = self.inventory.get_host(host).get_vars()
-        self._set_composite_vars(self.get_option("compose"), variables, host, strict=strict)
-        self._add_host_to_composed_groups(self.get_option("groups"), variables, host, strict=strict)
-        self._add_host_to_keyed_groups(self.get_option("keyed_groups"), variables, host, strict=strict)
 
     def _per_partition(self, option, kind, partitions):
         """A per-partition option, checked: unknown partitions warn, or fail when strict."""

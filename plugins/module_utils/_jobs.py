@@ -28,6 +28,8 @@ def rfc3339(epoch_seconds):
         return None
     moment = datetime.datetime.fromtimestamp(epoch_seconds, tz=datetime.timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 SUMMARY_KEYS = ("job_id", "name", "identity", "phase", "native_state", "reason", "exit_code",
                 "signal", "failure_class", "partition")
 

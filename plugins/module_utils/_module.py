@@ -19,6 +19,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeEr
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_absent, ensure_present
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import JOB_SPEC_OPTIONS, normalize_spec
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import HAS_HTTPX, HTTPX_IMPORT_ERROR
+from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm import KNOWN_VERSIONS, SlurmClient
 
 CONNECTION_OPTIONS = dict(
@@ -32,6 +33,7 @@ CONNECTION_OPTIONS = dict(
 )
 
 SLURM_ENV = dict(url=["SLURM_URL"], user=["SLURM_USER"], token=["SLURM_JWT"])
+RAY_ENV = dict(url=["RAY_ADDRESS"], token=["RAY_AUTH_TOKEN"])
 
 WAIT_OPTIONS = dict(
     wait=dict(type="bool", default=False),
@@ -47,12 +49,23 @@ JOB_STATE_OPTIONS = dict(
 )
 
 
-def slurm_connection_options():
+def _connection_options(environment):
     options = copy.deepcopy(CONNECTION_OPTIONS)
-    for key, names in SLURM_ENV.items():
+    for key, names in environment.items():
         options[key]["fallback"] = (env_fallback, names)
     options["url"]["required"] = False
+    return options
+
+
+def slurm_connection_options():
+    options = _connection_options(SLURM_ENV)
     options["api_version"] = dict(type="str", choices=list(KNOWN_VERSIONS))
+    return options
+
+
+def ray_connection_options():
+    options = _connection_options(RAY_ENV)
+    del options["user"]
     return options
 
 
@@ -78,7 +91,15 @@ def slurm_client(params):
         ca_path=params.get("ca_path"), timeout=params["timeout"], retries=params["retries"])
 
 
-CLIENT_FACTORIES = {"slurm": slurm_client}
+def ray_client(params):
+    if not params.get("url"):
+        raise SpecError("url", "the Ray dashboard URL is required (option url or environment RAY_ADDRESS)")
+    return RayClient(
+        params["url"], token=params.get("token"), validate_certs=params["validate_certs"],
+        ca_path=params.get("ca_path"), timeout=params["timeout"], retries=params["retries"])
+
+
+CLIENT_FACTORIES = {"slurm": slurm_client, "ray": ray_client}
 
 
 def run_job(module, client):
@@ -114,6 +135,11 @@ def finish_job_result(module, client, result):
     if not module._diff:
         result.pop("diff", None)
     exit_with(module, client, result)
+
+
+def without_native(items):
+    """Results without the raw payloads, unless a module's include_native asks for them."""
+    return [dict((k, v) for k, v in item.items() if k != "native") for item in items]
 
 
 def exit_with(module, client, result):

@@ -16,7 +16,7 @@ description:
     named in O(backend) and submitted there, with the lifecycle of the backend's own module
     (M(bridge.hpc.slurm_job) for Slurm). A deterministic identity is looked up before submitting;
     check mode, diff, waiting and cancelling work as there.
-  - Backends available now are V(slurm). Ray, LSF, IBM Quantum and Kubernetes Jobs compile the same spec as they land.
+  - Backends available now are V(slurm) and V(ray). LSF, IBM Quantum and Kubernetes Jobs compile the same spec as they land.
 author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
@@ -28,7 +28,7 @@ options:
       - The resource manager that runs the job.
     type: str
     required: true
-    choices: [slurm]
+    choices: [ray, slurm]
 attributes:
   check_mode:
     support: full
@@ -38,6 +38,7 @@ attributes:
     description: Shows the job before and after.
 seealso:
   - module: bridge.hpc.slurm_job
+  - module: bridge.hpc.ray_job
 """
 
 EXAMPLES = r"""

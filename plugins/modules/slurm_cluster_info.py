@@ -92,11 +92,8 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     main_for,
     slurm_client,
     slurm_connection_options,
+    without_native,
 )
-
-
-def without_native(items):
-    return [dict((k, v) for k, v in item.items() if k != "native") for item in items]
 
 
 def read_cluster(module, client):

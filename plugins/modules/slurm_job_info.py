@@ -102,6 +102,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     main_for,
     slurm_client,
     slurm_connection_options,
+    without_native,
 )
 
 
@@ -128,7 +129,7 @@ def read_jobs(module, client):
     else:
         jobs = select_jobs(client.list(), params["name"], params["phases"], params["partition"], params["job_user"])
     if not params["include_native"]:
-        jobs = [dict((k, v) for k, v in job.items() if k != "native") for job in jobs]
+        jobs = without_native(jobs)
         if result.get("job"):
             result["job"] = jobs[0]
     result["jobs"] = jobs

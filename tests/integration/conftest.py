@@ -14,7 +14,21 @@ SLURM_VERSIONS = ("22.05", "24.11", "26.05")
 
 def slurm_env(version):
     """The env file tools/slurm-cluster.sh wrote for one cluster, or None if it is not running."""
-    path = os.path.join(RUN, "slurm-%s" % version, "env")
+    return read_env_file(os.path.join(RUN, "slurm-%s" % version, "env"))
+
+
+def require_slurm(version):
+    """Env of a running cluster. Under `make test` (BRIDGE_REQUIRE_SERVICES=1) a missing one fails."""
+    values = slurm_env(version)
+    if values is None:
+        message = "Slurm %s is not running: tools/slurm-cluster.sh start %s" % (version, version)
+        if os.environ.get("BRIDGE_REQUIRE_SERVICES") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return values
+
+
+def read_env_file(path):
     if not os.path.exists(path):
         return None
     values = {}
@@ -26,11 +40,15 @@ def slurm_env(version):
     return values
 
 
-def require_slurm(version):
-    """Env of a running cluster. Under `make test` (BRIDGE_REQUIRE_SERVICES=1) a missing one fails."""
-    values = slurm_env(version)
+def ray_env():
+    """The env file tools/ray-cluster.sh wrote, or None if the head is not running."""
+    return read_env_file(os.path.join(RUN, "ray", "env"))
+
+
+def require_ray():
+    values = ray_env()
     if values is None:
-        message = "Slurm %s is not running: tools/slurm-cluster.sh start %s" % (version, version)
+        message = "Ray is not running: tools/ray-cluster.sh start"
         if os.environ.get("BRIDGE_REQUIRE_SERVICES") == "1":
             pytest.fail(message)
         pytest.skip(message)

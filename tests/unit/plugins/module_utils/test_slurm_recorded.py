@@ -5,9 +5,6 @@ from the clusters tools/slurm-cluster.sh runs; each test replays one of them thr
 MockTransport and checks what the client makes of it.
 """
 
-import json
-import os
-
 import httpx
 import pytest
 
@@ -16,32 +13,21 @@ from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient, compile_submit
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "slurm")
+from recorded import recorded as recorded_response
+from recorded import replaying_transport
+
 VERSIONS = ("v0.0.38", "v0.0.40", "v0.0.42", "v0.0.45")
 RELEASE = {"v0.0.38": "22.05", "v0.0.40": "24.11", "v0.0.42": "24.11", "v0.0.45": "26.05"}
 SPEC = normalize_spec({"script": "#!/bin/bash\ntrue\n", "identity": "fixture-ok"})
 
 
 def recorded(version, case):
-    with open(os.path.join(FIXTURES, version, case + ".json")) as handle:
-        return json.load(handle)
+    return recorded_response("slurm", version, case)
 
 
 def client_replaying(version, *cases, user="bridge"):
     """A client whose every request is answered by the next recorded response, in order."""
-    answers = [recorded(version, case) for case in cases]
-    sent = []
-
-    def handler(request):
-        sent.append(request)
-        fixture = answers.pop(0)
-        body = fixture["body"]
-        if isinstance(body, (dict, list)):
-            return httpx.Response(fixture["status"], json=body)
-        return httpx.Response(fixture["status"], text=body or "")
-
-    http = httpx.Client(base_url="http://slurm.test", transport=httpx.MockTransport(handler))
-    transport = Transport("http://slurm.test", "Slurm", secrets=["tok"], http_client=http, sleep=lambda s: None)
+    transport, sent = replaying_transport("Slurm", [recorded(version, case) for case in cases])
     client = SlurmClient("http://slurm.test", user=user, token="tok", api_version=version, transport=transport)
     return client, sent
 

@@ -1,0 +1,145 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: ray_job
+short_description: Submit, wait for and stop Ray jobs through the Ray Jobs REST API
+version_added: 0.1.0
+description:
+  - Makes sure a Ray job with a deterministic C(submission_id) exists (O(state=present)) or is not
+    pending or running any more (O(state=absent), which stops it), through the Ray dashboard's Jobs API.
+  - The job spec is the one every Bridge backend takes. The script is shipped to the cluster as a
+    content-addressed C(working_dir) package and run with the interpreter of its C(#!) line.
+  - O(resources.cpus_per_task), O(resources.gpus) and O(resources.memory) reserve the driver's CPUs,
+    GPUs and memory (C(entrypoint_num_cpus), C(entrypoint_num_gpus), C(entrypoint_memory)).
+    O(resources.time_limit) wraps the entrypoint in C(timeout), so an overrun fails as C(timeout).
+  - O(queue), O(account), O(qos), O(constraints), O(working_directory), O(stdout) and O(stderr)
+    mean nothing to a Ray driver and are refused with the reason; so are several nodes or tasks.
+  - Custom resources, label selectors, C(pip), C(uv), C(conda), C(py_modules) and other runtime
+    environment fields go under O(backend_options) key C(ray), as C(entrypoint_resources),
+    C(entrypoint_label_selector), C(runtime_env) and C(metadata). Unknown keys are refused.
+  - Before submitting, the request is checked against the alive nodes, so a driver no node can
+    host fails at once instead of waiting Ray's 15 minutes.
+author:
+  - Bridge developers (@bridge-hpc)
+extends_documentation_fragment:
+  - bridge.hpc.ray
+  - bridge.hpc.job_spec
+attributes:
+  check_mode:
+    support: full
+    description: Validates against the cluster and returns the predicted job and the rendered request; nothing is uploaded or submitted.
+  diff_mode:
+    support: full
+    description: Shows the job before and after.
+notes:
+  - Ray keeps a submission id for the cluster's lifetime, so the identity keeps finding the job
+    (O(state=present) never submits it again) until the job is deleted.
+seealso:
+  - module: bridge.hpc.ray_job_info
+  - module: bridge.hpc.ray_cluster_info
+  - module: bridge.hpc.job
+"""
+
+EXAMPLES = r"""
+- name: Train on Ray and wait
+  bridge.hpc.ray_job:
+    url: http://ray-head:8265
+    identity: "train-{{ run_id }}"
+    script: |
+      #!/usr/bin/env python3
+      import ray
+      ray.init()
+      print(ray.cluster_resources())
+    resources:
+      cpus_per_task: 1
+      gpus: 1
+      memory: 4G
+      time_limit: "02:00:00"
+    backend_options:
+      ray:
+        runtime_env:
+          pip: [torch]
+        entrypoint_resources:
+          accelerator_type:A100: 1
+    wait: true
+    wait_timeout: 7200
+  register: train
+
+- name: Stop it
+  bridge.hpc.ray_job:
+    identity: "train-{{ run_id }}"
+    state: absent
+"""
+
+RETURN = r"""
+job_id:
+  description: The job's submission id (Ray's own C(job_id) is under C(job.ray_job_id)).
+  returned: always
+  type: str
+  sample: train-42
+phase:
+  description: Normalized phase, one of C(queued), C(running), C(completed), C(failed), C(cancelled).
+  returned: always
+  type: str
+  sample: completed
+exit_code:
+  description: The driver's exit code once the job is finished.
+  returned: always
+  type: int
+  sample: 0
+identity:
+  description: The job's identity, given or derived from the spec; it is the submission id.
+  returned: when state is present
+  type: str
+  sample: train-42
+rendered:
+  description: The JobSubmitRequest compiled from the spec.
+  returned: when state is present
+  type: dict
+  sample: {"entrypoint": "/usr/bin/env python3 bridge_job", "submission_id": "train-42", "runtime_env": {"working_dir": "gcs://_ray_pkg_0f1e.zip"}}
+api_version:
+  description: Jobs API version the dashboard reports.
+  returned: always
+  type: str
+  sample: "5"
+job:
+  description: The job, normalized like every Bridge backend's (see M(bridge.hpc.slurm_job)), plus C(ray_job_id), C(error_type) and C(entrypoint).
+  returned: always
+  type: dict
+  sample: {"job_id": "train-42", "phase": "failed", "exit_code": 3, "failure_class": "non_zero_exit"}
+error:
+  description: The typed error when the task failed on a Bridge error.
+  returned: on failure
+  type: dict
+  sample: {"type": "SpecError", "field": "queue", "reason": "queue: not supported by the Ray backend"}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    job_module_options,
+    main_for,
+    ray_client,
+    ray_connection_options,
+    run_job,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=job_module_options(ray_connection_options()),
+        mutually_exclusive=[("script", "script_file")],
+        supports_check_mode=True,
+    )
+    main_for(module, ray_client, run_job)
+
+
+if __name__ == "__main__":
+    main()

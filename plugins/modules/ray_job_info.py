@@ -1,0 +1,144 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: ray_job_info
+short_description: Read Ray jobs and their driver logs
+version_added: 0.1.0
+description:
+  - Reads jobs from the Ray Jobs API, normalized like every Bridge backend's jobs.
+  - With O(job_id) or O(identity) one job is read, optionally with its driver log; otherwise every
+    job the cluster knows, narrowed by O(phases) and O(name).
+author:
+  - Bridge developers (@bridge-hpc)
+extends_documentation_fragment:
+  - bridge.hpc.ray
+options:
+  job_id:
+    description:
+      - Submission id (or Ray job id) of one job. Fails if Ray does not know it.
+    type: str
+  identity:
+    description:
+      - Identity of one job, as given to or derived by M(bridge.hpc.ray_job). Returns no job if none has it.
+    type: str
+  name:
+    description:
+      - Only jobs with this name.
+    type: str
+  phases:
+    description:
+      - Only jobs in these normalized phases.
+    type: list
+    elements: str
+    choices: [queued, running, completed, failed, cancelled]
+  logs:
+    description:
+      - Also return the driver log of the one job asked for.
+    type: bool
+    default: false
+  logs_tail_lines:
+    description:
+      - Keep only the last this many lines of the log; C(0) keeps all of it.
+    type: int
+    default: 1000
+  include_native:
+    description:
+      - Keep the raw job object under C(native) in each job.
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+    description: Reads only.
+seealso:
+  - module: bridge.hpc.ray_job
+"""
+
+EXAMPLES = r"""
+- name: A job and the end of its log
+  bridge.hpc.ray_job_info:
+    identity: "train-{{ run_id }}"
+    logs: true
+    logs_tail_lines: 50
+  register: train
+
+- name: Every failed job
+  bridge.hpc.ray_job_info:
+    phases: [failed]
+  register: failed
+"""
+
+RETURN = r"""
+jobs:
+  description: The jobs found, normalized (see M(bridge.hpc.ray_job)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"job_id": "train-42", "phase": "running"}]
+job:
+  description: The one job asked for; null when the identity is not found.
+  returned: when job_id or identity is given
+  type: dict
+  sample: {"job_id": "train-42", "phase": "completed", "exit_code": 0}
+log:
+  description: The driver's stdout and stderr, tail-limited.
+  returned: when logs is true and the job exists
+  type: str
+  sample: "hello\n42\n"
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    exit_with,
+    main_for,
+    ray_client,
+    ray_connection_options,
+    without_native,
+)
+
+
+def read_jobs(module, client):
+    params = module.params
+    result = {"changed": False}
+    if params["job_id"] is not None or params["identity"] is not None:
+        job = client.get(params["job_id"]) if params["job_id"] is not None else client.find(params["identity"])
+        jobs = [job] if job else []
+        if job and params["logs"]:
+            result["log"] = client.logs(job["job_id"], params["logs_tail_lines"] or None)
+    else:
+        jobs = [j for j in client.list()
+                if (params["name"] is None or j["name"] == params["name"])
+                and (not params["phases"] or j["phase"] in params["phases"])]
+    if not params["include_native"]:
+        jobs = without_native(jobs)
+    if params["job_id"] is not None or params["identity"] is not None:
+        result["job"] = jobs[0] if jobs else None
+    result["jobs"] = jobs
+    exit_with(module, client, result)
+
+
+def main():
+    options = ray_connection_options()
+    options.update(
+        job_id=dict(type="str"),
+        identity=dict(type="str"),
+        name=dict(type="str"),
+        phases=dict(type="list", elements="str", choices=["queued", "running", "completed", "failed", "cancelled"]),
+        logs=dict(type="bool", default=False),
+        logs_tail_lines=dict(type="int", default=1000),
+        include_native=dict(type="bool", default=False),
+    )
+    module = AnsibleModule(argument_spec=options, mutually_exclusive=[("job_id", "identity")], supports_check_mode=True)
+    main_for(module, ray_client, read_jobs)
+
+
+if __name__ == "__main__":
+    main()
