@@ -111,8 +111,8 @@ def test_ray_job_id_is_kept_apart_from_the_submission_id():
 
 def test_a_pending_bridge_job_that_no_node_can_host_is_rejected():
     pending = recorded("ray", VERSION, "job_pending_impossible_gpu")
-    pending["body"] = dict(pending["body"], metadata={"bridge_identity": "fixture-gpu",
-                                                       "bridge_entrypoint_request": '{"entrypoint_num_gpus": 1}'})
+    metadata = {"bridge_identity": "fixture-gpu", "bridge_entrypoint_request": '{"entrypoint_num_gpus": 1}'}
+    pending["body"] = dict(pending["body"], metadata=metadata)
     transport = replaying_transport("Ray", [pending, recorded("ray", VERSION, "nodes_detail")])[0]
     found = RayClient("http://ray.test", transport=transport).get("fixture-gpu")
     assert found["phase"] == "queued" and found["failure_class"] == "rejected"
