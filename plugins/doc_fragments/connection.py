@@ -24,6 +24,11 @@ options:
     description:
       - Token or JWT for the backend. Never logged, never part of a result or an error message.
     type: str
+  api_version:
+    description:
+      - The backend's API version where it has several, such as Slurm's C(v0.0.42). Discovered when
+        not set; setting it saves the discovery requests (up to 8 for Slurm). Ignored by Ray.
+    type: str
   validate_certs:
     description:
       - Verify the server's TLS certificate.

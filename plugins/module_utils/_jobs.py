@@ -15,7 +15,7 @@ __metaclass__ = type
 import datetime
 import time
 
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import NotFound
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, NotFound
 
 PHASES = ("queued", "running", "completed", "failed", "cancelled")
 TERMINAL_PHASES = ("completed", "failed", "cancelled")
@@ -28,6 +28,25 @@ def rfc3339(epoch_seconds):
         return None
     moment = datetime.datetime.fromtimestamp(epoch_seconds, tz=datetime.timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def newest_by_identity(jobs, warnings=None):
+    """{identity: job} of jobs carrying a Bridge identity; where several do, the newest wins.
+
+    Job ids of one manager sort by age (Slurm's integers); a duplicate is a warning, since
+    Bridge itself never submits one identity twice.
+    """
+    found = {}
+    for job in jobs:
+        identity = job.get("identity")
+        if not identity:
+            continue
+        if identity in found and warnings is not None:
+            warnings.append("several jobs carry identity '%s' (%s, %s); using the newest" % (
+                identity, found[identity]["job_id"], job["job_id"]))
+        if identity not in found or job["job_id"] > found[identity]["job_id"]:
+            found[identity] = job
+    return found
 
 
 SUMMARY_KEYS = ("job_id", "name", "identity", "phase", "native_state", "reason", "exit_code",
@@ -181,3 +200,73 @@ def ensure_absent(client, job_id=None, identity=None, check_mode=False, wait=Fal
     result["job"] = final
     result["diff"] = {"before": summary(job), "after": summary(final)}
     return result
+
+
+def ensure_many_present(client, specs, check_mode=False):
+    """Submit every spec whose identity has no job yet, with one lookup for the whole batch.
+
+    Each job's outcome stands on its own: a refused spec does not stop the others. A submitted
+    job is reported as queued without reading it back; whoever polls reads all jobs at once.
+    """
+    existing = client.find_many([spec["identity"] for spec in specs])
+    results = []
+    for spec in specs:
+        item = {"identity": spec["identity"], "changed": False, "failed": False}
+        try:
+            item["rendered"] = client.render(spec)
+            job = existing.get(spec["identity"])
+            if job is None:
+                client.preflight(spec)
+                job = predicted_job(spec, client)
+                if not check_mode:
+                    job.update(job_id=client.submit(spec), reason="submitted")
+                item["changed"] = True
+            item["job"] = job
+        except BridgeError as exc:
+            item.update(failed=True, error=exc.to_dict(), msg=str(exc))
+        results.append(item)
+    return results
+
+
+def read_many(client, identities):
+    """(jobs by identity, identities without a job) from one list request."""
+    found = client.find_many(identities)
+    return found, [identity for identity in identities if identity not in found]
+
+
+def ensure_many_absent(client, identities, check_mode=False, wait=False, wait_timeout=600, poll_interval=5,
+                       sleep=time.sleep, clock=time.monotonic):
+    """Cancel every listed job that is still queued or running, with one lookup for the batch.
+
+    With `wait`, every poll reads all cancelled jobs with one list request until they are finished.
+    """
+    found = client.find_many(identities)
+    results = dict((identity, {"identity": identity, "changed": False, "failed": False, "job": found.get(identity)})
+                   for identity in identities)
+    cancelled = []
+    for identity in identities:
+        job = found.get(identity)
+        if job is None or job.get("terminal"):
+            continue
+        results[identity]["changed"] = True
+        if check_mode:
+            results[identity]["job"] = dict(job, phase="cancelled", terminal=True)
+            continue
+        try:
+            client.cancel(job["job_id"])
+            cancelled.append(identity)
+        except BridgeError as exc:
+            results[identity].update(failed=True, error=exc.to_dict(), msg=str(exc))
+    deadline = clock() + wait_timeout
+    while wait and cancelled:
+        now = client.find_many(cancelled)
+        for identity, job in now.items():
+            results[identity]["job"] = job
+        cancelled = [identity for identity in cancelled if identity in now and not now[identity].get("terminal")]
+        if not cancelled or clock() >= deadline:
+            break
+        sleep(min(poll_interval, max(deadline - clock(), 0)))
+    for identity in cancelled if wait else ():
+        results[identity].update(failed=True, msg="job %s is still %s %s seconds after cancelling it" % (
+            results[identity]["job"]["job_id"], results[identity]["job"]["phase"], wait_timeout))
+    return [results[identity] for identity in identities]

@@ -30,6 +30,7 @@ CONNECTION_OPTIONS = dict(
     ca_path=dict(type="path"),
     timeout=dict(type="float", default=30.0),
     retries=dict(type="int", default=3),
+    api_version=dict(type="str"),
 )
 
 SLURM_ENV = dict(url=["SLURM_URL"], user=["SLURM_USER"], token=["SLURM_JWT"])
@@ -59,13 +60,14 @@ def _connection_options(environment):
 
 def slurm_connection_options():
     options = _connection_options(SLURM_ENV)
-    options["api_version"] = dict(type="str", choices=list(KNOWN_VERSIONS))
+    options["api_version"]["choices"] = list(KNOWN_VERSIONS)
     return options
 
 
 def ray_connection_options():
     options = _connection_options(RAY_ENV)
     del options["user"]
+    del options["api_version"]
     return options
 
 

@@ -252,6 +252,7 @@ class RayClient:
         self.warnings = []
         self._api_version = None
         self._packages = set()
+        self._alive = None
 
     def _call(self, method, path, verb, obj, ident=None, json=None, params=None, idempotent=None, content=None):
         response = self.transport.request(method, path, params=params, json=json, idempotent=idempotent,
@@ -336,6 +337,11 @@ class RayClient:
     def list(self):
         return [normalize_job(j) for j in self._call("GET", "/api/jobs/", "list", "jobs") or []]
 
+    def find_many(self, identities):
+        """{identity: job} for those identities that have a job, from one list request."""
+        wanted = set(identities)
+        return dict((j["job_id"], j) for j in self.list() if j["job_id"] in wanted)
+
     def cancel(self, job_id):
         """Stop a job: SIGTERM, then SIGKILL after Ray's grace period. A finished job stays as it is."""
         self._call("POST", "/api/jobs/%s/stop" % job_id, "cancel", "job", job_id, idempotent=True)
@@ -381,7 +387,10 @@ class RayClient:
                     if isinstance(pairs, dict))
 
     def preflight(self, spec):
-        check_fits(compile_submit(spec), self.alive_nodes())
+        # The nodes are read once per client: a batch of jobs is checked against one view.
+        if self._alive is None:
+            self._alive = self.alive_nodes()
+        check_fits(compile_submit(spec), self._alive)
 
     def close(self):
         self.transport.close()

@@ -25,7 +25,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     Timeout,
     error_for_status,
 )
-from ansible_collections.bridge.hpc.plugins.module_utils._jobs import TERMINAL_PHASES, rfc3339
+from ansible_collections.bridge.hpc.plugins.module_utils._jobs import TERMINAL_PHASES, newest_by_identity, rfc3339
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import (
     effective_environment,
     format_minutes,
@@ -525,6 +525,7 @@ class SlurmClient:
         self._api_version = api_version
         self.warnings = []
         self.cluster = None
+        self._topology = None
 
     # -- plumbing
 
@@ -686,13 +687,12 @@ class SlurmClient:
 
     def find(self, identity):
         """The newest job carrying this identity tag, or None."""
-        matches = [j for j in self.list() if j["identity"] == identity]
-        if not matches:
-            return None
-        if len(matches) > 1:
-            self.warnings.append("%d Slurm jobs carry identity '%s' (%s); using the newest" % (
-                len(matches), identity, ", ".join(str(j["job_id"]) for j in matches)))
-        return max(matches, key=lambda j: j["job_id"])
+        return self.find_many([identity]).get(identity)
+
+    def find_many(self, identities):
+        """{identity: job} for those identities that have a job, from one list request."""
+        wanted = set(identities)
+        return newest_by_identity([j for j in self.list() if j["identity"] in wanted], self.warnings)
 
     def cancel(self, job_id, signal=None):
         """Signal a job (SIGKILL unless `signal`); cancelling a finished job is a no-op."""
@@ -725,7 +725,10 @@ class SlurmClient:
         return [normalize_node(n) for n in body.get("nodes") or []]
 
     def preflight(self, spec):
-        check_fits(spec, self.partitions(), self.nodes())
+        # Partitions and nodes are read once per client: a batch of jobs is checked against one view.
+        if self._topology is None:
+            self._topology = (self.partitions(), self.nodes())
+        check_fits(spec, *self._topology)
 
     def close(self):
         self.transport.close()

@@ -1,5 +1,6 @@
 """Shared pieces of the integration tests: the real clusters started by tools/ and ansible runs."""
 
+import json
 import os
 import subprocess
 import sys
@@ -73,8 +74,10 @@ def ansible_env(extra=None):
 
 def start_playbook(playbook, extra_vars, env, log_path):
     """Start ansible-playbook in the background; returns the Popen (output goes to log_path)."""
-    args = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", playbook]
-    for key, value in extra_vars.items():
-        args += ["-e", "%s=%s" % (key, value)]
+    # Extra vars may hold a token: a 0600 file keeps it out of the process list.
+    vars_path = log_path + ".vars.json"
+    with os.fdopen(os.open(vars_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
+        json.dump(extra_vars, handle)
+    args = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", playbook, "-e", "@" + vars_path]
     log = open(log_path, "w")
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=os.path.dirname(playbook))

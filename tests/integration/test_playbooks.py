@@ -13,14 +13,24 @@ from conftest import REPO, SLURM_VERSIONS, ansible_env, ray_env, require_ray, re
 
 PLAYBOOKS = os.path.join(REPO, "tests", "integration", "playbooks")
 RUN_ID = uuid.uuid4().hex[:8]
-TARGETS = ["slurm-%s" % version for version in SLURM_VERSIONS] + ["ray"]
+# <playbook>:<backend>; the batch pair runs against one Slurm version and Ray.
+TARGETS = ["slurm_job:slurm-%s" % version for version in SLURM_VERSIONS] + [
+    "ray_job:ray", "jobs_batch:slurm-22.05", "jobs_batch:ray"]
 
 
-def target_env(target):
-    if target == "ray":
+def target_env(backend):
+    if backend == "ray":
         values = ray_env()
         return None if values is None else dict(values, RAY_ADDRESS=values["RAY_URL"])
-    return slurm_env(target.split("-", 1)[1])
+    return slurm_env(backend.split("-", 1)[1])
+
+
+def batch_vars(backend, values):
+    """The connection the batch playbook takes as variables (it tests the generic options)."""
+    if backend == "ray":
+        return {"backend": "ray", "url": values["RAY_URL"]}
+    return {"backend": "slurm", "url": values["SLURM_URL"], "user": values["SLURM_USER"],
+            "token": values["SLURM_JWT"], "api_version": values["SLURM_API_VERSIONS"].split(",")[0]}
 
 
 def secret_of(values):
@@ -33,13 +43,16 @@ def runs(tmp_path_factory):
     logs = tmp_path_factory.mktemp("playbooks")
     started = {}
     for target in TARGETS:
-        values = target_env(target)
+        name, backend = target.split(":")
+        values = target_env(backend)
         if values is None:
             continue
-        playbook = os.path.join(PLAYBOOKS, "%s_job.yml" % target.split("-", 1)[0])
-        log_path = str(logs / ("%s.log" % target))
-        run_id = "%s-%s" % (RUN_ID, target.replace(".", ""))
-        started[target] = (start_playbook(playbook, {"run_id": run_id}, ansible_env(values), log_path), log_path, values)
+        log_path = str(logs / ("%s-%s.log" % (name, backend)))
+        extra = {"run_id": "%s-%s" % (RUN_ID, backend.replace(".", ""))}
+        if name == "jobs_batch":
+            extra.update(batch_vars(backend, values))
+        process = start_playbook(os.path.join(PLAYBOOKS, name + ".yml"), extra, ansible_env(values), log_path)
+        started[target] = (process, log_path, values)
     yield started
     for process in (run[0] for run in started.values()):
         if process.poll() is None:
@@ -48,10 +61,11 @@ def runs(tmp_path_factory):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_job_playbook(target, runs):
-    if target == "ray":
+    backend = target.split(":")[1]
+    if backend == "ray":
         require_ray()
     else:
-        require_slurm(target.split("-", 1)[1])
+        require_slurm(backend.split("-", 1)[1])
     process, log_path, values = runs[target]
     returncode = process.wait(timeout=900)
     with open(log_path) as handle:

@@ -28,6 +28,15 @@ class FakeBackend:
         matches = [j for j in self.jobs.values() if j["identity"] == identity]
         return dict(matches[-1]) if matches else None
 
+    def find_many(self, identities):
+        self.lookups = getattr(self, "lookups", 0) + 1
+        found = {}
+        for identity in identities:
+            job = self.find(identity)
+            if job is not None:
+                found[identity] = self.get(job["job_id"]) if not job["terminal"] else job
+        return found
+
     def preflight(self, spec):
         self.preflights += 1
 

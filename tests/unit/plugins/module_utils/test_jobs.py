@@ -93,3 +93,58 @@ def test_absent_of_unknown_job_is_unchanged():
 def test_outcome_of_signal():
     failed, msg = outcome({"job_id": 1, "phase": "failed", "failure_class": "timeout", "signal": 15, "exit_code": None}, False, 10)
     assert failed and "timeout" in msg and "signal 15" in msg
+
+
+def batch(*names):
+    return [normalize_spec({"script": "#!/bin/bash\ntrue\n", "identity": name}) for name in names]
+
+
+def test_a_batch_is_looked_up_once_and_submits_only_what_is_missing():
+    from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_many_present
+
+    backend = FakeBackend()
+    backend.submit(batch("b")[0])
+    results = ensure_many_present(backend, batch("a", "b", "c"))
+    assert [r["changed"] for r in results] == [True, False, True]
+    assert backend.lookups == 1 and len(backend.submits) == 3
+    assert results[0]["job"]["job_id"] is not None and results[0]["job"]["phase"] == "queued"
+
+
+def test_one_refused_item_does_not_stop_the_batch():
+    from ansible_collections.bridge.hpc.plugins.module_utils._errors import Rejected
+    from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_many_present
+
+    backend = FakeBackend()
+    plain_submit = backend.submit
+
+    def refuse_b(spec):
+        if spec["identity"] == "b":
+            raise Rejected("no", "submit", "job", "b", "Fake", "fake://")
+        return plain_submit(spec)
+
+    backend.submit = refuse_b
+    results = ensure_many_present(backend, batch("a", "b", "c"))
+    assert [r["failed"] for r in results] == [False, True, False]
+    assert results[1]["error"]["type"] == "Rejected"
+
+
+def test_batch_check_mode_submits_nothing():
+    from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_many_present
+
+    backend = FakeBackend()
+    results = ensure_many_present(backend, batch("a", "b"), check_mode=True)
+    assert all(r["changed"] for r in results) and backend.submits == []
+
+
+def test_batch_cancel_waits_with_one_read_per_poll():
+    from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_many_absent
+
+    backend = FakeBackend(progression=("running",))
+    for spec in batch("a", "b"):
+        backend.submit(spec)
+    results = ensure_many_absent(backend, ["a", "b", "gone"], wait=True, **NO_SLEEP)
+    assert [r["changed"] for r in results] == [True, True, False]
+    assert [r["job"]["phase"] for r in results[:2]] == ["cancelled", "cancelled"]
+    assert results[2]["job"] is None
+    again = ensure_many_absent(backend, ["a", "b"])
+    assert not any(r["changed"] for r in again)

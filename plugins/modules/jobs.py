@@ -1,0 +1,229 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: jobs
+short_description: Submit or cancel many jobs on one backend in one call
+version_added: 0.1.0
+description:
+  - Makes sure every job of a list exists (O(state=present)) or is cancelled (O(state=absent)) on
+    one backend, with one identity lookup for the whole list instead of one per job. This is how
+    the BridgeJob controller submits many custom resources with a single module run.
+  - Each item is a job spec as M(bridge.hpc.job) takes it (its C(identity) is required) and is
+    validated on its own; an invalid or refused item is reported in its result and does not stop
+    the others. The task fails when any item failed, unless O(fail_on_item_error=false).
+  - Submitted jobs are reported as queued without reading each back; read them all at once with
+    M(bridge.hpc.job_info).
+author:
+  - Bridge developers (@bridge-hpc)
+extends_documentation_fragment:
+  - bridge.hpc.connection
+options:
+  backend:
+    description:
+      - The resource manager that runs the jobs.
+    type: str
+    required: true
+    choices: [ray, slurm]
+  state:
+    description:
+      - V(present) submits every job whose identity has no job yet; V(absent) cancels every listed
+        job that is still queued or running.
+    type: str
+    default: present
+    choices: [present, absent]
+  jobs:
+    description:
+      - The jobs. With O(state=present) each item takes the options of M(bridge.hpc.job)'s job spec
+        (C(script), C(name), C(identity), C(environment), C(working_directory), C(stdout), C(stderr),
+        C(queue), C(account), C(qos), C(constraints), C(resources), C(backend_options)), with
+        C(identity) required. With O(state=absent) an item needs its C(identity).
+    type: list
+    elements: dict
+    required: true
+  wait:
+    description:
+      - With O(state=absent), wait until every cancelled job is finished, reading them all with one
+        list request per O(poll_interval). O(state=present) never waits; poll with M(bridge.hpc.job_info).
+    type: bool
+    default: false
+  wait_timeout:
+    description:
+      - Seconds to wait when O(wait=true); items still running then are failed.
+    type: int
+    default: 600
+  poll_interval:
+    description:
+      - Seconds between two reads while waiting.
+    type: float
+    default: 5.0
+  fail_on_item_error:
+    description:
+      - Fail the task when any item failed. Results of every item are returned either way.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    description: Validates every item against the backend and predicts the results; nothing is submitted or cancelled.
+  diff_mode:
+    support: none
+    description: The per-item results say what changed.
+seealso:
+  - module: bridge.hpc.job
+  - module: bridge.hpc.job_info
+"""
+
+EXAMPLES = r"""
+- name: Submit a parameter sweep in one module run
+  bridge.hpc.jobs:
+    backend: slurm
+    url: "{{ slurm_url }}"
+    user: "{{ slurm_user }}"
+    token: "{{ slurm_jwt }}"
+    jobs:
+      - identity: sweep-lr-0.1
+        script: "#!/bin/bash\n./train --lr 0.1\n"
+        queue: batch
+      - identity: sweep-lr-0.01
+        script: "#!/bin/bash\n./train --lr 0.01\n"
+        queue: batch
+  register: sweep
+
+- name: Cancel them
+  bridge.hpc.jobs:
+    backend: slurm
+    url: "{{ slurm_url }}"
+    user: "{{ slurm_user }}"
+    token: "{{ slurm_jwt }}"
+    state: absent
+    jobs:
+      - identity: sweep-lr-0.1
+      - identity: sweep-lr-0.01
+"""
+
+RETURN = r"""
+results:
+  description: One result per item, in the order given.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    identity:
+      description: The item's identity.
+      type: str
+    changed:
+      description: Whether this item was submitted or cancelled (or would be, in check mode).
+      type: bool
+    failed:
+      description: Whether this item was invalid or refused.
+      type: bool
+    job:
+      description: The job, normalized; submitted jobs are reported as queued with their id.
+      type: dict
+    rendered:
+      description: The native request compiled for this item (state present).
+      type: dict
+    error:
+      description: The typed error of a failed item; C(field) names the invalid option, prefixed C(jobs[N]).
+      type: dict
+    msg:
+      description: Why the item failed.
+      type: str
+  sample: [{"identity": "sweep-0", "changed": true, "failed": false, "job": {"job_id": 41, "phase": "queued"}}]
+failed_count:
+  description: How many items failed.
+  returned: always
+  type: int
+  sample: 0
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
+from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_many_absent, ensure_many_present
+from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    CLIENT_FACTORIES,
+    CONNECTION_OPTIONS,
+    exit_with,
+    main_for,
+)
+from ansible_collections.bridge.hpc.plugins.module_utils._spec import JOB_SPEC_OPTIONS, normalize_spec
+
+
+def validate_items(items):
+    """(specs or absent targets, failures) with each item checked by the single-job argspec."""
+    validator = ArgumentSpecValidator(JOB_SPEC_OPTIONS)
+    valid, failures = [], []
+    for index, item in enumerate(items):
+        field = "jobs[%d]" % index
+        checked = validator.validate(item)
+        if checked.error_messages:
+            failures.append((index, SpecError(field, "; ".join(checked.error_messages))))
+            continue
+        params = checked.validated_parameters
+        if not params.get("identity"):
+            failures.append((index, SpecError("%s.identity" % field, "every item needs an identity")))
+            continue
+        valid.append((index, params))
+    return valid, failures
+
+
+def failed_item(index, items, exc):
+    return {"identity": items[index].get("identity"), "changed": False, "failed": True,
+            "error": exc.to_dict(), "msg": str(exc)}
+
+
+def run_batch(module, client):
+    items = module.params["jobs"]
+    valid, failures = validate_items(items)
+    results = dict((index, failed_item(index, items, exc)) for index, exc in failures)
+    if module.params["state"] == "present":
+        specs = []
+        for index, params in valid:
+            try:
+                specs.append((index, normalize_spec(params)))
+            except SpecError as exc:
+                exc = SpecError("jobs[%d].%s" % (index, exc.field), exc.reason.split(": ", 1)[-1])
+                results[index] = failed_item(index, items, exc)
+        outcomes = ensure_many_present(client, [spec for _index, spec in specs], check_mode=module.check_mode)
+        results.update((index, outcome) for (index, _spec), outcome in zip(specs, outcomes))
+    else:
+        targets = [(index, params["identity"]) for index, params in valid]
+        outcomes = ensure_many_absent(client, [identity for _index, identity in targets], check_mode=module.check_mode,
+                                      wait=module.params["wait"], wait_timeout=module.params["wait_timeout"],
+                                      poll_interval=module.params["poll_interval"])
+        results.update((index, outcome) for (index, _identity), outcome in zip(targets, outcomes))
+    ordered = [results[index] for index in range(len(items))]
+    failed_count = sum(1 for result in ordered if result.get("failed"))
+    result = {"changed": any(r.get("changed") for r in ordered), "results": ordered, "failed_count": failed_count}
+    if failed_count and module.params["fail_on_item_error"]:
+        result["failed"] = True
+        result["msg"] = "%d of %d jobs failed" % (failed_count, len(items))
+    exit_with(module, client, result)
+
+
+def main():
+    options = dict(CONNECTION_OPTIONS)
+    options.update(
+        backend=dict(type="str", required=True, choices=sorted(CLIENT_FACTORIES)),
+        state=dict(type="str", default="present", choices=["present", "absent"]),
+        jobs=dict(type="list", elements="dict", required=True),
+        fail_on_item_error=dict(type="bool", default=True),
+        wait=dict(type="bool", default=False),
+        wait_timeout=dict(type="int", default=600),
+        poll_interval=dict(type="float", default=5.0),
+    )
+    module = AnsibleModule(argument_spec=options, supports_check_mode=True)
+    main_for(module, CLIENT_FACTORIES[module.params["backend"]], run_batch)
+
+
+if __name__ == "__main__":
+    main()
