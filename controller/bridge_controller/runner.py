@@ -1,0 +1,105 @@
+"""Run the collection's playbooks for a batch of BridgeJobs of one backend.
+
+`Runner` is the interface reconcile's executor uses: submit, poll and cancel, each for many CRs of
+one backend at once, each returning the module's own result. `AnsibleRunner` runs
+playbooks/bridgejob_*.yml with ansible-runner; `FakeRunner` answers from memory for loop tests.
+
+Credentials never reach extra vars or the environment (ansible-runner writes both to disk, the
+environment even into artifacts/<ident>/command): they go into a 0600 JSON file on tmpfs whose
+path alone is passed, and the file is removed as soon as the playbook ends.
+"""
+
+import json
+import os
+import tempfile
+import threading
+import uuid
+
+PLAYBOOKS = {"submit": "bridgejob_submit.yml", "poll": "bridgejob_poll.yml", "cancel": "bridgejob_cancel.yml"}
+TASK_NAME = "Bridge"
+SHM = "/dev/shm"
+
+
+class RunnerError(Exception):
+    """The playbook did not produce a module result (it failed before or around the module)."""
+
+
+def write_credentials(credentials, directory=SHM):
+    """A 0600 file holding the credentials, in memory-backed storage where the machine has it."""
+    directory = directory if os.path.isdir(directory) else tempfile.gettempdir()
+    fd, path = tempfile.mkstemp(prefix="bridge-cred-", dir=directory)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(credentials or {}, handle)
+    return path
+
+
+def module_result(events):
+    """The result of the playbook's one module task, from ansible-runner's events."""
+    for event in events:
+        data = event.get("event_data") or {}
+        if event.get("event") in ("runner_on_ok", "runner_on_failed") and data.get("task") == TASK_NAME:
+            return data.get("res") or {}
+    return None
+
+
+class AnsibleRunner:
+    """One ansible-runner invocation per batch; each gets its own ident, old artifacts rotate out."""
+
+    def __init__(self, playbook_dir, work_dir, collections_path=None, rotate_artifacts=50, python=None):
+        self.playbook_dir = playbook_dir
+        self.work_dir = work_dir
+        self.collections_path = collections_path
+        self.rotate_artifacts = rotate_artifacts
+        self.python = python
+        self._lock = threading.Lock()
+        os.makedirs(work_dir, exist_ok=True)
+
+    def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120):
+        import ansible_runner  # the controller needs it; unit tests of the pure parts do not
+
+        extravars = {"backend": backend}
+        if action == "poll":
+            extravars["identities"] = list(identities)
+        else:
+            extravars["jobs"] = list(jobs)
+            extravars["wait_timeout"] = wait_timeout
+        path = write_credentials(credentials)
+        envvars = {"BRIDGE_CREDENTIALS": path, "ANSIBLE_LOCALHOST_WARNING": "0",
+                   "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0"}
+        if self.collections_path:
+            envvars["ANSIBLE_COLLECTIONS_PATH"] = self.collections_path
+        if self.python:
+            envvars["ANSIBLE_PYTHON_INTERPRETER"] = self.python
+        try:
+            result = ansible_runner.run(
+                private_data_dir=self.work_dir, project_dir=self.playbook_dir, playbook=PLAYBOOKS[action],
+                inventory="localhost ansible_connection=local", extravars=extravars, envvars=envvars,
+                ident="%s-%s" % (action, uuid.uuid4().hex[:12]), rotate_artifacts=self.rotate_artifacts,
+                suppress_env_files=True, quiet=True)
+        finally:
+            os.unlink(path)
+        res = module_result(result.events)
+        if res is None:
+            raise RunnerError("%s playbook ended %s (rc %s) without a module result" % (action, result.status, result.rc))
+        return res
+
+
+class FakeRunner:
+    """Answers like the playbooks would, from an in-memory backend; records every call."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.calls = []
+
+    def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120):
+        self.calls.append((action, backend.get("url"), len(jobs or identities or ())))
+        from ansible_collections.bridge.hpc.plugins.module_utils import _jobs
+        from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
+
+        if action == "submit":
+            return {"results": _jobs.ensure_many_present(self.backend, [normalize_spec(job) for job in jobs])}
+        if action == "poll":
+            found, missing = _jobs.read_many(self.backend, identities)
+            return {"jobs": found, "missing": missing, "requests": 1}
+        return {"results": _jobs.ensure_many_absent(self.backend, [job["identity"] for job in jobs], wait=True,
+                                                    wait_timeout=wait_timeout, poll_interval=0.01)}

@@ -1,0 +1,86 @@
+"""A BridgeJob's spec as the collection's job spec: camelCase to snake_case, identity = CR UID.
+
+Pure functions: reconcile and the runner both derive from here what a CR asks for.
+"""
+
+import re
+
+TOP_LEVEL = {
+    "name": "name",
+    "environment": "environment",
+    "workingDirectory": "working_directory",
+    "stdout": "stdout",
+    "stderr": "stderr",
+    "queue": "queue",
+    "account": "account",
+    "qos": "qos",
+    "constraints": "constraints",
+    "backendOptions": "backend_options",
+}
+RESOURCES = {
+    "nodes": "nodes",
+    "tasks": "tasks",
+    "tasksPerNode": "tasks_per_node",
+    "cpusPerTask": "cpus_per_task",
+    "gpus": "gpus",
+    "gpuType": "gpu_type",
+    "memory": "memory",
+    "memoryPerCpu": "memory_per_cpu",
+    "timeLimit": "time_limit",
+}
+DEFAULT_POLL_INTERVAL = 30
+
+
+def key_of(obj):
+    """The work-queue key of a CR: namespace/name."""
+    meta = obj["metadata"]
+    return "%s/%s" % (meta.get("namespace", ""), meta["name"])
+
+
+def identity_of(obj):
+    """The job's Bridge identity is the CR's UID: unique, stable, and known before submitting."""
+    return obj["metadata"]["uid"]
+
+
+def job_params(obj, script=None):
+    """The collection's job spec for a CR; `script` is the text of scriptFrom when the CR uses it."""
+    spec = obj.get("spec") or {}
+    params = dict((snake, spec[camel]) for camel, snake in TOP_LEVEL.items() if spec.get(camel) is not None)
+    resources = spec.get("resources") or {}
+    params["resources"] = dict((snake, resources[camel]) for camel, snake in RESOURCES.items()
+                               if resources.get(camel) is not None)
+    params["script"] = spec.get("script") if spec.get("script") is not None else script
+    params["identity"] = identity_of(obj)
+    params.setdefault("name", job_name(obj))
+    return params
+
+
+def job_name(obj):
+    """A job name from the CR name: DNS-1123 names are valid job names everywhere."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", obj["metadata"]["name"])[:200]
+
+
+def backend_of(obj):
+    """Where the job runs: the part of the spec the runner turns into a connection."""
+    backend = (obj.get("spec") or {}).get("backend") or {}
+    return {
+        "type": backend.get("type"),
+        "url": backend.get("url"),
+        "api_version": backend.get("apiVersion"),
+        "validate_certs": backend.get("validateCerts", True),
+        "secret": (backend.get("credentialsSecretRef") or {}).get("name"),
+        "ca": backend.get("caConfigMapRef"),
+        "namespace": obj["metadata"].get("namespace"),
+    }
+
+
+def backend_key(obj):
+    """CRs with the same backend key share one runner invocation and one poll request."""
+    backend = backend_of(obj)
+    ca = backend["ca"] or {}
+    return (backend["namespace"], backend["type"], backend["url"], backend["secret"], backend["api_version"],
+            backend["validate_certs"], ca.get("name"), ca.get("key"))
+
+
+def poll_interval(obj):
+    return (obj.get("spec") or {}).get("pollInterval") or DEFAULT_POLL_INTERVAL

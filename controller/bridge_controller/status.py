@@ -1,0 +1,105 @@
+"""BridgeJob status from a normalized job: phase, conditions, and whether a patch is needed.
+
+Pure functions. A condition's lastTransitionTime changes only when its status flips, and a status
+that equals the current one yields no patch at all (no write, no watch event, no reconcile loop).
+"""
+
+import datetime
+
+PHASE_BY_JOB_PHASE = {
+    "queued": "Queued",
+    "running": "Running",
+    "completed": "Completed",
+    "failed": "Failed",
+    "cancelled": "Cancelled",
+}
+TERMINAL = ("Completed", "Failed", "Cancelled")
+CONDITION_TYPES = ("Submitted", "Running", "Succeeded", "Failed", "Cancelled", "BackendReachable")
+JOB_FIELDS = {
+    "job_id": "jobId",
+    "native_state": "nativeState",
+    "reason": "reason",
+    "exit_code": "exitCode",
+    "failure_class": "failureClass",
+    "submit_time": "submitTime",
+    "start_time": "startTime",
+    "end_time": "endTime",
+}
+
+
+def now_rfc3339():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def job_status(job):
+    """The status fields a normalized job determines."""
+    fields = dict((camel, job.get(snake)) for snake, camel in JOB_FIELDS.items())
+    if fields["jobId"] is not None:
+        fields["jobId"] = str(fields["jobId"])
+    fields["phase"] = PHASE_BY_JOB_PHASE.get(job.get("phase"), "Queued")
+    if job.get("failure_class") == "rejected" and job.get("phase") == "failed":
+        fields["phase"] = "Failed"
+    return fields
+
+
+def set_condition(conditions, kind, status, reason, message, now, generation):
+    """conditions with `kind` set; its lastTransitionTime moves only when its status changes."""
+    status = "True" if status is True else "False" if status is False else status
+    result = []
+    found = False
+    for condition in conditions or []:
+        if condition.get("type") != kind:
+            result.append(condition)
+            continue
+        found = True
+        transition = condition.get("lastTransitionTime") if condition.get("status") == status else now
+        result.append({"type": kind, "status": status, "reason": reason, "message": message,
+                       "lastTransitionTime": transition, "observedGeneration": generation})
+    if not found:
+        result.append({"type": kind, "status": status, "reason": reason, "message": message,
+                       "lastTransitionTime": now, "observedGeneration": generation})
+    order = dict((kind, index) for index, kind in enumerate(CONDITION_TYPES))
+    return sorted(result, key=lambda c: order.get(c["type"], len(order)))
+
+
+def desired_status(current, generation, job=None, reachable=None, message=None, submitted=False,
+                   backend_error=None, now=None):
+    """The status a CR should have after what was just observed.
+
+    `job` is the normalized job (None when not read this time), `reachable` whether the backend
+    answered (None when it was not asked), `submitted` whether a job id is known.
+    """
+    now = now or now_rfc3339()
+    status = dict(current or {})
+    status.pop("conditions", None)
+    if job is not None:
+        status.update(job_status(job))
+    status.setdefault("phase", "Pending")
+    status["observedGeneration"] = generation
+    if message is not None:
+        status["message"] = message
+    conditions = list((current or {}).get("conditions") or [])
+    phase = status["phase"]
+    has_job = bool(status.get("jobId")) or submitted
+    conditions = set_condition(conditions, "Submitted", has_job, "Submitted" if has_job else "NotSubmitted",
+                               "job %s" % status.get("jobId") if has_job else "not submitted yet", now, generation)
+    conditions = set_condition(conditions, "Running", phase == "Running", phase, "", now, generation)
+    conditions = set_condition(conditions, "Succeeded", phase == "Completed", phase,
+                               "exit code %s" % status.get("exitCode") if phase == "Completed" else "", now, generation)
+    failed_reason = status.get("failureClass") or "Failed"
+    conditions = set_condition(conditions, "Failed", phase == "Failed", failed_reason if phase == "Failed" else phase,
+                               status.get("reason") or "" if phase == "Failed" else "", now, generation)
+    conditions = set_condition(conditions, "Cancelled", phase == "Cancelled", phase, "", now, generation)
+    if reachable is not None:
+        conditions = set_condition(conditions, "BackendReachable", reachable,
+                                   "Reachable" if reachable else (backend_error or {}).get("type", "Unreachable"),
+                                   "" if reachable else (backend_error or {}).get("message", ""), now, generation)
+    status["conditions"] = conditions
+    return status
+
+
+def status_patch(current, desired):
+    """The merge patch for .status, or None when nothing would change."""
+    if (current or {}) == desired:
+        return None
+    return {"status": desired}

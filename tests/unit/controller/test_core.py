@@ -1,0 +1,111 @@
+"""The controller's pure core: CR spec mapping, reconcile plans, status and conditions."""
+
+import pytest
+
+from bridge_controller.reconcile import FINALIZER, plan
+from bridge_controller.spec import backend_key, identity_of, job_params
+from bridge_controller.status import desired_status, set_condition, status_patch
+
+
+def bridgejob(spec=None, status=None, finalizers=(FINALIZER,), deleting=False, uid="u-1"):
+    meta = {"name": "hello", "namespace": "team-a", "uid": uid, "generation": 1, "finalizers": list(finalizers)}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-30T03:00:00Z"
+    base = {"backend": {"type": "slurm", "url": "http://slurm:6820", "credentialsSecretRef": {"name": "creds"}},
+            "script": "#!/bin/bash\necho hi\n"}
+    base.update(spec or {})
+    return {"metadata": meta, "spec": base, "status": status or {}}
+
+
+def test_spec_maps_to_the_collection_spec_with_the_uid_as_identity():
+    obj = bridgejob({"workingDirectory": "/home/a", "backendOptions": {"slurm": {"exclusive": "user"}},
+                     "resources": {"cpusPerTask": 2, "timeLimit": "01:00:00", "memoryPerCpu": "1G"}})
+    params = job_params(obj)
+    assert params["identity"] == identity_of(obj) == "u-1"
+    assert params["working_directory"] == "/home/a" and params["name"] == "hello"
+    assert params["resources"] == {"cpus_per_task": 2, "time_limit": "01:00:00", "memory_per_cpu": "1G"}
+    assert params["backend_options"] == {"slurm": {"exclusive": "user"}}
+
+
+def test_script_from_a_config_map_is_passed_in():
+    obj = bridgejob()
+    del obj["spec"]["script"]
+    assert job_params(obj, script="#!/bin/sh\n")["script"] == "#!/bin/sh\n"
+
+
+def test_crs_of_one_backend_share_a_batch_key():
+    assert backend_key(bridgejob(uid="a")) == backend_key(bridgejob(uid="b"))
+    other = bridgejob({"backend": {"type": "slurm", "url": "http://other:6820", "credentialsSecretRef": {"name": "creds"}}})
+    assert backend_key(other) != backend_key(bridgejob())
+
+
+@pytest.mark.parametrize("obj, actions", [
+    (bridgejob(finalizers=()), ("add_finalizer",)),
+    (bridgejob(), ("submit",)),
+    (bridgejob(status={"jobId": "4", "phase": "Running"}), ("poll",)),
+    (bridgejob(status={"jobId": "4", "phase": "Completed"}), ()),
+    (bridgejob({"cancel": True}, status={"jobId": "4", "phase": "Running"}), ("cancel",)),
+    (bridgejob({"cancel": True}), ("cancel",)),
+    (bridgejob({"cancel": True}, status={"jobId": "4", "phase": "Cancelled"}), ()),
+    (bridgejob(deleting=True, status={"jobId": "4", "phase": "Running"}), ("cancel", "remove_finalizer")),
+    (bridgejob(deleting=True), ("cancel", "remove_finalizer")),
+    (bridgejob(deleting=True, status={"jobId": "4", "phase": "Failed"}), ("remove_finalizer",)),
+    (bridgejob(deleting=True, finalizers=()), ()),
+])
+def test_plans(obj, actions):
+    assert plan(obj).actions == actions
+
+
+def test_the_finalizer_comes_before_any_side_effect():
+    assert plan(bridgejob(finalizers=(), status={})).actions == ("add_finalizer",)
+    assert plan(bridgejob({"cancel": True}, finalizers=())).actions == ("add_finalizer",)
+
+
+def test_polling_follows_the_poll_interval():
+    assert plan(bridgejob({"pollInterval": 7}, status={"jobId": "4", "phase": "Queued"})).requeue_after == 7
+    assert plan(bridgejob(status={"jobId": "4", "phase": "Queued"})).requeue_after == 30
+
+
+JOB = {"job_id": 42, "phase": "running", "native_state": "RUNNING", "reason": None, "exit_code": None,
+       "failure_class": None, "submit_time": "2026-11-30T03:00:00Z", "start_time": "2026-11-30T03:00:01Z", "end_time": None}
+
+
+def test_status_from_a_running_job():
+    status = desired_status({}, 1, job=JOB, reachable=True, now="T1")
+    assert status["phase"] == "Running" and status["jobId"] == "42" and status["observedGeneration"] == 1
+    kinds = dict((c["type"], c["status"]) for c in status["conditions"])
+    assert kinds == {"Submitted": "True", "Running": "True", "Succeeded": "False", "Failed": "False",
+                     "Cancelled": "False", "BackendReachable": "True"}
+
+
+def test_last_transition_time_moves_only_when_a_condition_flips():
+    first = desired_status({}, 1, job=JOB, reachable=True, now="T1")
+    again = desired_status(first, 1, job=JOB, reachable=True, now="T2")
+    assert status_patch(first, again) is None
+    done = desired_status(first, 1, job=dict(JOB, phase="completed", exit_code=0), reachable=True, now="T3")
+    times = dict((c["type"], c["lastTransitionTime"]) for c in done["conditions"])
+    assert times["Submitted"] == "T1" and times["Running"] == "T3" and times["Succeeded"] == "T3"
+    assert times["BackendReachable"] == "T1" and done["phase"] == "Completed"
+
+
+def test_an_unreachable_backend_keeps_the_last_known_job_state():
+    first = desired_status({}, 1, job=JOB, reachable=True, now="T1")
+    down = desired_status(first, 1, reachable=False, backend_error={"type": "ConnectionFailed", "message": "refused"},
+                          now="T2")
+    assert down["phase"] == "Running" and down["jobId"] == "42"
+    reachable = [c for c in down["conditions"] if c["type"] == "BackendReachable"][0]
+    assert (reachable["status"], reachable["reason"], reachable["lastTransitionTime"]) == ("False", "ConnectionFailed", "T2")
+
+
+def test_failed_job_condition_names_the_failure_class():
+    status = desired_status({}, 1, job=dict(JOB, phase="failed", exit_code=3, failure_class="non_zero_exit",
+                                            reason="NonZeroExitCode"), now="T1")
+    failed = [c for c in status["conditions"] if c["type"] == "Failed"][0]
+    assert (failed["status"], failed["reason"], failed["message"]) == ("True", "non_zero_exit", "NonZeroExitCode")
+    assert status["exitCode"] == 3
+
+
+def test_set_condition_keeps_order_and_other_conditions():
+    conditions = set_condition([], "BackendReachable", True, "Reachable", "", "T1", 1)
+    conditions = set_condition(conditions, "Submitted", True, "Submitted", "", "T1", 1)
+    assert [c["type"] for c in conditions] == ["Submitted", "BackendReachable"]
