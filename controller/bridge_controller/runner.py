@@ -94,10 +94,21 @@ class FakeRunner:
     def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120):
         self.calls.append((action, backend.get("url"), len(jobs or identities or ())))
         from ansible_collections.bridge.hpc.plugins.module_utils import _jobs
+        from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
         from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
 
         if action == "submit":
-            return {"results": _jobs.ensure_many_present(self.backend, [normalize_spec(job) for job in jobs])}
+            # Like bridge.hpc.jobs: each item is validated on its own.
+            specs, refused = [], {}
+            for job in jobs:
+                try:
+                    specs.append(normalize_spec(job))
+                except SpecError as exc:
+                    refused[job["identity"]] = {"identity": job["identity"], "changed": False, "failed": True,
+                                                "error": exc.to_dict(), "msg": str(exc)}
+            done = dict((r["identity"], r) for r in _jobs.ensure_many_present(self.backend, specs))
+            done.update(refused)
+            return {"results": [done[job["identity"]] for job in jobs]}
         if action == "poll":
             found, missing = _jobs.read_many(self.backend, identities)
             return {"jobs": found, "missing": missing, "requests": 1}

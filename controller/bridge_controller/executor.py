@@ -1,0 +1,247 @@
+"""Carry out reconcile's plans: finalizers at once, backend work in per-backend batches.
+
+Workers never wait for a backend. A plan's submit or cancel joins the batch of its backend and
+action, flushed every `batch_window` seconds as one runner invocation (one module run for all its
+CRs). Polling is driven per backend, not per CR: every tracked job of a backend is read with one
+runner call, hence one list request, per poll interval, whatever the number of CRs. A CR whose work
+is in a batch is "in flight" and is not planned again until its results are written.
+"""
+
+import collections
+import threading
+import time
+
+from bridge_controller.reconcile import FINALIZER, plan
+from bridge_controller.spec import backend_key, backend_of, identity_of, job_params, key_of, poll_interval
+from bridge_controller.status import desired_status, status_patch
+
+BackendGroup = collections.namedtuple("BackendGroup", "backend secret namespace")
+REFUSED_KINDS = ("invalid_spec", "rejected", "already_exists", "not_found")
+RETRY_SECONDS = 15
+
+
+class Executor:
+    def __init__(self, kube, runner, queue, batch_window=0.2, max_batch=500, clock=time.monotonic):
+        self.kube = kube
+        self.runner = runner
+        self.queue = queue
+        self.batch_window = batch_window
+        self.max_batch = max_batch
+        self.clock = clock
+        self.cache = {}
+        self.in_flight = set()
+        self.pending = collections.defaultdict(list)      # (action, backend key) -> [CR key]
+        self.release_after_cancel = set()
+        self.tracked = collections.defaultdict(set)        # backend key -> CR keys being polled
+        self.next_poll = {}                                # backend key -> monotonic time
+        self.stats = collections.Counter()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ events and planning
+
+    def observe(self, kind, obj):
+        """A watch event: keep the newest object and queue its key."""
+        key = key_of(obj)
+        with self._lock:
+            if kind == "DELETED":
+                self.cache.pop(key, None)
+                for keys in self.tracked.values():
+                    keys.discard(key)
+                return
+            self.cache[key] = obj
+        self.queue.add(key)
+
+    def reconcile(self, key):
+        """Plan one CR and carry out what does not need its backend; queue the rest."""
+        with self._lock:
+            obj = self.cache.get(key)
+            if obj is None or key in self.in_flight:
+                return
+        self.stats["reconciles"] += 1
+        decided = plan(obj)
+        actions = decided.actions
+        if actions == ("add_finalizer",):
+            self._set_finalizers(obj, (obj["metadata"].get("finalizers") or []) + [FINALIZER])
+            return
+        if actions == ("remove_finalizer",):
+            self._release(obj)
+            return
+        with self._lock:
+            group = backend_key(obj)
+            if "cancel" in actions:
+                self.tracked[group].discard(key)
+                self._enqueue("cancel", group, key)
+                if "remove_finalizer" in actions:
+                    self.release_after_cancel.add(key)
+            elif "submit" in actions:
+                self._enqueue("submit", group, key)
+            elif "poll" in actions:
+                self.tracked[group].add(key)
+                self.next_poll.setdefault(group, self.clock() + poll_interval(obj))
+            else:
+                for keys in self.tracked.values():
+                    keys.discard(key)
+
+    def _enqueue(self, action, group, key):
+        self.in_flight.add(key)
+        self.pending[(action, group)].append(key)
+
+    def _set_finalizers(self, obj, finalizers):
+        from bridge_controller.kube import Conflict
+
+        try:
+            self.kube.set_finalizers(obj, finalizers)
+        except Conflict:
+            self.stats["conflicts"] += 1
+
+    def _release(self, obj):
+        finalizers = [f for f in obj["metadata"].get("finalizers") or [] if f != FINALIZER]
+        self._set_finalizers(obj, finalizers)
+
+    # ------------------------------------------------------------------ batches
+
+    def flush(self):
+        """Run every pending submit and cancel batch once; returns how many runner calls it made."""
+        with self._lock:
+            batches = list(self.pending.items())
+            self.pending.clear()
+        calls = 0
+        for (action, group), keys in batches:
+            for start in range(0, len(keys), self.max_batch):
+                self._run_batch(action, group, keys[start:start + self.max_batch])
+                calls += 1
+        return calls
+
+    def poll_due(self, now=None):
+        """Poll every backend whose interval has passed: one runner call for all its tracked CRs."""
+        now = self.clock() if now is None else now
+        with self._lock:
+            due = [(group, sorted(keys)) for group, keys in self.tracked.items()
+                   if keys and self.next_poll.get(group, now) <= now]
+            for group, keys in due:
+                self.next_poll[group] = now + min(poll_interval(self.cache[k]) for k in keys if k in self.cache)
+                self.in_flight.update(keys)
+        for group, keys in due:
+            self._run_batch("poll", group, keys)
+        return len(due)
+
+    def _objects(self, keys):
+        with self._lock:
+            return [(key, self.cache[key]) for key in keys if key in self.cache]
+
+    def _run_batch(self, action, group, keys):
+        objects = self._objects(keys)
+        if not objects:
+            self._finish(keys)
+            return
+        first = objects[0][1]
+        backend = dict((k, v) for k, v in backend_of(first).items() if k in ("type", "url", "api_version", "validate_certs"))
+        try:
+            credentials = self._credentials(first)
+            payload = self._payload(action, objects)
+            self.stats["runner_calls_%s" % action] += 1
+            started = self.clock()
+            result = self.runner.run(action, backend, credentials, **payload)
+            self.stats["runner_seconds"] += self.clock() - started
+        except Exception as exc:  # pylint: disable=broad-except
+            # Whatever failed (secret, ConfigMap, runner), nothing was learned about the jobs:
+            # mark the backend unreachable for these CRs and try again later.
+            self._unreachable(objects, {"type": type(exc).__name__, "message": str(exc)[:500]})
+            self._finish(keys, retry=True)
+            return
+        if action == "poll":
+            self._apply_poll(objects, result)
+        else:
+            self._apply_results(action, objects, result)
+        self._finish(keys)
+
+    def _credentials(self, obj):
+        backend = backend_of(obj)
+        if not backend["secret"]:
+            return {}
+        return self.kube.read_secret(backend["namespace"], backend["secret"])
+
+    def _payload(self, action, objects):
+        if action == "poll":
+            return {"identities": [identity_of(obj) for _key, obj in objects]}
+        if action == "cancel":
+            return {"jobs": [{"identity": identity_of(obj)} for _key, obj in objects]}
+        jobs = []
+        for _key, obj in objects:
+            script_from = ((obj.get("spec") or {}).get("scriptFrom") or {}).get("configMapKeyRef")
+            script = None
+            if script_from:
+                script = self.kube.read_config_map_key(obj["metadata"]["namespace"], script_from["name"], script_from["key"])
+            jobs.append(job_params(obj, script=script))
+        return {"jobs": jobs}
+
+    def _finish(self, keys, retry=False):
+        with self._lock:
+            self.in_flight.difference_update(keys)
+        for key in keys:
+            if retry:
+                self.queue.add_after(key, RETRY_SECONDS)
+            else:
+                self.queue.add(key)
+
+    # ------------------------------------------------------------------ writing results
+
+    def _write(self, obj, **observed):
+        meta = obj["metadata"]
+        desired = desired_status(obj.get("status"), meta.get("generation"), **observed)
+        patch = status_patch(obj.get("status"), desired)
+        if patch is None:
+            self.stats["status_noops"] += 1
+            return
+        self.stats["status_patches"] += 1
+        updated = self.kube.patch_status(obj, desired)
+        if updated is not None:
+            with self._lock:
+                self.cache[key_of(obj)] = updated
+        old_phase = (obj.get("status") or {}).get("phase")
+        if desired.get("phase") != old_phase:
+            self.kube.event(obj, desired["phase"], desired.get("message") or desired.get("reason") or desired["phase"],
+                            "Warning" if desired["phase"] == "Failed" else "Normal")
+
+    def _unreachable(self, objects, error):
+        for _key, obj in objects:
+            self._write(obj, reachable=False, backend_error=error)
+
+    def _apply_results(self, action, objects, result):
+        by_identity = dict((item.get("identity"), item) for item in result.get("results") or [])
+        for key, obj in objects:
+            item = by_identity.get(identity_of(obj)) or {"failed": True, "error": {"kind": "server", "message": "no result"}}
+            error = item.get("error") or {}
+            if item.get("failed") and error.get("kind") not in REFUSED_KINDS:
+                self._write(obj, reachable=False, backend_error=error, message=item.get("msg"))
+                self.queue.add_after(key, RETRY_SECONDS)
+                continue
+            if item.get("failed"):
+                refused = {"phase": "failed", "failure_class": "rejected", "reason": error.get("reason")}
+                self._write(obj, job=refused, reachable=True, message=item.get("msg"))
+                continue
+            self.stats["%s_done" % action] += 1
+            job = item.get("job")
+            if action == "cancel" and job is None:
+                job = {"phase": "cancelled", "failure_class": "cancelled", "reason": "never submitted"}
+            self._write(obj, job=job, reachable=True, submitted=job is not None and job.get("job_id") is not None,
+                        message=(item.get("job") or {}).get("reason") if action == "submit" else None)
+            if action == "cancel" and key in self.release_after_cancel:
+                self.release_after_cancel.discard(key)
+                with self._lock:
+                    current = self.cache.get(key, obj)
+                self._release(current)
+
+    def _apply_poll(self, objects, result):
+        jobs = result.get("jobs") or {}
+        self.stats["polls"] += 1
+        for key, obj in objects:
+            job = jobs.get(identity_of(obj))
+            if job is None:
+                self._write(obj, reachable=True, message="the backend no longer knows this job")
+                continue
+            self._write(obj, job=job, reachable=True)
+            if job.get("terminal"):
+                with self._lock:
+                    for keys in self.tracked.values():
+                        keys.discard(key)

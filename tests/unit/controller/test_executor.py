@@ -1,0 +1,144 @@
+"""The executor's loop with in-memory Kubernetes and backend: batching, finalizers, exactly once."""
+
+from bridge_controller.executor import Executor
+from bridge_controller.kube import FakeKube
+from bridge_controller.reconcile import FINALIZER
+from bridge_controller.runner import FakeRunner
+
+from fake_backend import FakeBackend
+
+
+class RecordingQueue:
+    def __init__(self):
+        self.keys = []
+        self.later = []
+
+    def add(self, key):
+        if key not in self.keys:
+            self.keys.append(key)
+
+    def add_after(self, key, delay):
+        self.later.append((key, delay))
+
+
+def bridgejob(name, **spec):
+    body = {"backend": {"type": "slurm", "url": "http://slurm:6820", "credentialsSecretRef": {"name": "creds"}},
+            "script": "#!/bin/bash\necho %s\n" % name}
+    body.update(spec)
+    return {"metadata": {"name": name, "namespace": "ns", "uid": "uid-" + name, "generation": 1}, "spec": body}
+
+
+def setup(progression=("queued", "running", "completed")):
+    kube = FakeKube(secrets={"ns/creds": {"user": "u", "token": "secret-token"}})
+    backend = FakeBackend(progression=progression)
+    runner = FakeRunner(backend)
+    queue = RecordingQueue()
+    executor = Executor(kube, runner, queue, clock=lambda: 1000.0)
+    kube.listeners.append(executor.observe)
+    return kube, backend, runner, queue, executor
+
+
+def settle(executor, queue, rounds=10):
+    """Reconcile what is queued and flush batches until nothing is left to do."""
+    for _round in range(rounds):
+        keys, queue.keys = queue.keys, []
+        for key in keys:
+            executor.reconcile(key)
+        if not executor.flush() and not queue.keys:
+            return
+
+
+def test_many_crs_are_submitted_in_one_runner_call_after_their_finalizers():
+    kube, backend, runner, queue, executor = setup()
+    for name in ("a", "b", "c"):
+        kube.create(bridgejob(name))
+    settle(executor, queue)
+    assert [call[0] for call in runner.calls] == ["submit"] and runner.calls[0][2] == 3
+    assert len(backend.submits) == 3
+    for key, obj in kube.objects.items():
+        assert FINALIZER in obj["metadata"]["finalizers"]
+        assert obj["status"]["jobId"] and obj["status"]["phase"] == "Queued"
+        assert {c["type"]: c["status"] for c in obj["status"]["conditions"]}["Submitted"] == "True"
+    assert "secret-token" not in repr(kube.objects) + repr(kube.events)
+
+
+def test_all_tracked_jobs_of_a_backend_are_polled_with_one_call():
+    kube, backend, runner, queue, executor = setup()
+    for name in ("a", "b", "c"):
+        kube.create(bridgejob(name))
+    settle(executor, queue)
+    assert executor.poll_due(now=2000.0) == 1
+    assert [call[0] for call in runner.calls] == ["submit", "poll"] and runner.calls[1][2] == 3
+    assert {obj["status"]["phase"] for obj in kube.objects.values()} == {"Running"}
+    executor.poll_due(now=3000.0)
+    assert {obj["status"]["phase"] for obj in kube.objects.values()} == {"Completed"}
+    settle(executor, queue)
+    assert executor.poll_due(now=4000.0) == 0, "finished jobs are not polled"
+
+
+def test_an_unchanged_poll_writes_nothing():
+    kube, backend, runner, queue, executor = setup(progression=("queued", "running"))
+    kube.create(bridgejob("a"))
+    settle(executor, queue)
+    executor.poll_due(now=2000.0)
+    patches = kube.status_patches
+    executor.poll_due(now=3000.0)
+    assert kube.status_patches == patches and executor.stats["status_noops"] >= 1
+
+
+def test_cancel_flag_cancels_without_deleting():
+    kube, backend, runner, queue, executor = setup(progression=("running",))
+    kube.create(bridgejob("a"))
+    settle(executor, queue)
+    kube.update_spec("ns/a", cancel=True)
+    settle(executor, queue)
+    obj = kube.objects["ns/a"]
+    assert obj["status"]["phase"] == "Cancelled" and backend.cancels
+    assert FINALIZER in obj["metadata"]["finalizers"]
+
+
+def test_deleting_a_running_cr_cancels_the_job_then_releases_it():
+    kube, backend, runner, queue, executor = setup(progression=("running",))
+    kube.create(bridgejob("a"))
+    settle(executor, queue)
+    kube.delete("ns/a")
+    assert "ns/a" in kube.objects, "the finalizer holds the CR"
+    settle(executor, queue)
+    assert backend.cancels and "ns/a" not in kube.objects
+
+
+def test_a_controller_killed_after_submitting_never_submits_again():
+    kube, backend, runner, queue, executor = setup(progression=("running",))
+    kube.create(bridgejob("a"))
+    settle(executor, queue)
+    kube.objects["ns/a"]["status"] = {}          # the status write was lost with the old process
+    fresh = Executor(kube, FakeRunner(backend), RecordingQueue(), clock=lambda: 1000.0)
+    fresh.observe("ADDED", kube.objects["ns/a"])
+    settle(fresh, fresh.queue)
+    assert len(backend.submits) == 1
+    assert kube.objects["ns/a"]["status"]["jobId"] == "100"
+
+
+def test_an_unreachable_backend_is_a_condition_and_a_retry():
+    kube, backend, runner, queue, executor = setup()
+    kube.create(bridgejob("a"))
+
+    def down(*args, **kwargs):
+        raise ConnectionError("connection refused")
+
+    runner.run = down
+    settle(executor, queue)
+    obj = kube.objects["ns/a"]
+    reachable = [c for c in obj["status"]["conditions"] if c["type"] == "BackendReachable"][0]
+    assert reachable["status"] == "False" and reachable["reason"] == "ConnectionError"
+    assert ("ns/a", 15) in queue.later and obj["status"]["phase"] == "Pending"
+
+
+def test_a_spec_the_backend_refuses_fails_with_the_reason():
+    kube, backend, runner, queue, executor = setup()
+    kube.create(bridgejob("a", resources={"timeLimit": "1:99"}))
+    settle(executor, queue)
+    obj = kube.objects["ns/a"]
+    assert obj["status"]["phase"] == "Failed" and obj["status"]["failureClass"] == "rejected"
+    assert "resources.time_limit" in obj["status"]["message"]
+    assert any(event[1] == "Failed" for event in kube.events)
