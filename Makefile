@@ -1,6 +1,7 @@
 # Two commands on a fresh machine:
 #   make demo   installs what it needs, starts a local Slurm 22.05 and runs playbooks/demo.yml
-#   make test   runs the whole suite against real Slurm 22.05, 24.11 and 26.05 and a real Ray head
+#   make test   runs the whole suite against real Slurm 22.05, 24.11 and 26.05, a real Ray head and
+#               a real kube-apiserver + etcd (built once from the Go module proxy, cached in ~/.cache)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 VENV := $(CURDIR)/.venv
@@ -38,6 +39,7 @@ build-check: bootstrap
 services:
 	for version in $(SLURM_VERSIONS); do tools/slurm-cluster.sh start $$version; done
 	tools/ray-cluster.sh start
+	tools/kube-control-plane.sh start
 
 integration: bootstrap services
 	BRIDGE_REQUIRE_SERVICES=1 pytest -q tests/integration
@@ -51,3 +53,4 @@ bench: bootstrap
 stop:
 	tools/slurm-cluster.sh stop all
 	tools/ray-cluster.sh stop
+	tools/kube-control-plane.sh stop

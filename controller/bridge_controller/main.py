@@ -1,0 +1,158 @@
+"""bridge-controller: watch BridgeJobs, reconcile them with the collection's playbooks.
+
+watch (list+watch) -> queue (per-key, deduplicated, bounded workers) -> reconcile (pure plan)
+-> executor (batches per backend) -> runner (ansible-runner) -> status (conditions, events).
+"""
+
+import argparse
+import http.server
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+
+from bridge_controller import __version__
+from bridge_controller.executor import Executor
+from bridge_controller.kube import KubeApi
+from bridge_controller.queue import WorkQueue, run_workers
+from bridge_controller.runner import AnsibleRunner
+from bridge_controller.watch import BridgeJobWatcher
+
+LOG = logging.getLogger("bridge_controller")
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="bridge-controller", description=__doc__)
+    parser.add_argument("--kubeconfig", help="kubeconfig file; in-cluster configuration when unset")
+    parser.add_argument("--namespace", help="watch one namespace only (default: all)")
+    parser.add_argument("--selector", help="label selector: this controller handles only matching BridgeJobs (sharding)")
+    parser.add_argument("--workers", type=int, default=8, help="reconcile workers (default 8)")
+    parser.add_argument("--batch-window", type=float, default=0.5, help="seconds submits and cancels gather into one batch")
+    parser.add_argument("--max-batch", type=int, default=500, help="jobs per runner invocation at most")
+    parser.add_argument("--playbook-dir", default=os.environ.get("BRIDGE_PLAYBOOK_DIR", "/usr/share/bridge/playbooks"))
+    parser.add_argument("--work-dir", default=os.environ.get("BRIDGE_WORK_DIR", "/tmp/bridge-runner"))
+    parser.add_argument("--collections-path", default=os.environ.get("ANSIBLE_COLLECTIONS_PATH"))
+    parser.add_argument("--python", default=sys.executable, help="interpreter for the modules")
+    parser.add_argument("--rotate-artifacts", type=int, default=50)
+    parser.add_argument("--port", type=int, default=8080, help="/healthz, /readyz and /metrics")
+    parser.add_argument("--bind-address", default="0.0.0.0", help="address of that endpoint (probes reach the pod IP)")
+    parser.add_argument("--leader-elect", action="store_true", help="act only while holding the Lease")
+    parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "bridge-system"))
+    parser.add_argument("--lease-name", default="bridge-controller")
+    return parser.parse_args(argv)
+
+
+def metrics_text(executor, queue):
+    lines = []
+    for name, value in sorted(executor.stats.items()):
+        lines.append("bridge_%s %s" % (name, value))
+    lines.append("bridge_queue_depth %d" % len(queue))
+    phases = {}
+    for obj in list(executor.cache.values()):
+        phase = (obj.get("status") or {}).get("phase") or "Pending"
+        phases[phase] = phases.get(phase, 0) + 1
+    for phase, count in sorted(phases.items()):
+        lines.append('bridge_tracked_jobs{phase="%s"} %d' % (phase, count))
+    return "\n".join(lines) + "\n"
+
+
+def serve(address, port, health):
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's naming)
+            code, body = health(self.path)
+            self.send_response(code)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(body.encode("utf-8"))
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer((address, port), Handler)
+    threading.Thread(target=server.serve_forever, name="bridge-http", daemon=True).start()
+    return server
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from kubernetes import client, config
+
+    if args.kubeconfig:
+        config.load_kube_config(args.kubeconfig)
+    else:
+        config.load_incluster_config()
+    api_client = client.ApiClient()
+    queue = WorkQueue(max_workers=args.workers)
+    runner = AnsibleRunner(args.playbook_dir, args.work_dir, collections_path=args.collections_path,
+                           rotate_artifacts=args.rotate_artifacts, python=args.python)
+    executor = Executor(KubeApi(api_client), runner, queue, batch_window=args.batch_window, max_batch=args.max_batch)
+    watcher = BridgeJobWatcher(client.CustomObjectsApi(api_client), executor.observe, namespace=args.namespace,
+                               label_selector=args.selector)
+    stopping = threading.Event()
+    started = threading.Event()
+
+    def tick():
+        # Batches and polls run here, one at a time; workers only plan and never wait on a backend.
+        while not stopping.wait(args.batch_window):
+            try:
+                executor.flush()
+                executor.poll_due()
+            except Exception:  # pylint: disable=broad-except
+                LOG.exception("batch failed")
+        executor.flush()
+
+    threads = []
+
+    def start():
+        LOG.info("bridge-controller %s acting (selector %r)", __version__, args.selector)
+        threads.append(threading.Thread(target=watcher.run, name="bridge-watch", daemon=True))
+        threads.append(threading.Thread(target=tick, name="bridge-batches", daemon=True))
+        for thread in threads:
+            thread.start()
+        threads.extend(run_workers(queue, executor.reconcile))
+        started.set()
+
+    def health(path):
+        if path == "/healthz":
+            return 200, "ok\n"
+        if path == "/readyz":
+            ready = started.is_set() and watcher.wait_synced(0)
+            return (200, "ready\n") if ready else (503, "not ready\n")
+        if path == "/metrics":
+            return 200, metrics_text(executor, queue)
+        return 404, "not found\n"
+
+    server = serve(args.bind_address, args.port, health)
+
+    def shut_down(*_signal):
+        LOG.info("shutting down: finishing the running playbook")
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, shut_down)
+    signal.signal(signal.SIGINT, shut_down)
+    elector = None
+    if args.leader_elect:
+        from bridge_controller.leader import LeaderElector
+
+        elector = LeaderElector(client.CoordinationV1Api(api_client), args.lease_namespace, args.lease_name,
+                                "%s-%d" % (socket.gethostname(), os.getpid()))
+        threading.Thread(target=elector.run, args=(start, shut_down), name="bridge-leader", daemon=True).start()
+    else:
+        start()
+    stopping.wait()
+    watcher.stop()
+    queue.shutdown(drain=False)
+    for thread in threads:
+        if thread.name == "bridge-batches":
+            thread.join()
+    if elector is not None:
+        elector.stop()
+    server.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

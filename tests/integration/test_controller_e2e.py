@@ -1,0 +1,149 @@
+"""The controller end to end: a real kube-apiserver, real Slurm 22.05, the controller as a process.
+
+CR -> real Slurm job -> Completed with its exit code; a failing job -> Failed with its class;
+delete while running -> the Slurm job is cancelled and the CR released; the token appears in no
+status, event or controller log.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from conftest import REPO, RUN, read_env_file, require_slurm
+
+KUBE_SCRIPT = os.path.join(REPO, "tools", "kube-control-plane.sh")
+GROUP, VERSION, PLURAL = "bridge.dev", "v1alpha1", "bridgejobs"
+
+
+@pytest.fixture(scope="module")
+def kube():
+    if not os.path.exists(os.path.join(REPO, "deploy", "crd.yaml")):
+        pytest.skip("deploy/crd.yaml is missing")
+    result = subprocess.run([KUBE_SCRIPT, "start"], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        message = "kube-apiserver did not start: %s" % result.stderr[-2000:]
+        if os.environ.get("BRIDGE_REQUIRE_SERVICES") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    env = read_env_file(os.path.join(RUN, "kube", "env"))
+    from kubernetes import client, config, utils
+
+    api_client = config.new_client_from_config(env["KUBECONFIG"])
+    try:
+        utils.create_from_yaml(api_client, os.path.join(REPO, "deploy", "crd.yaml"))
+    except utils.FailToCreateError as exc:
+        if not all(e.status == 409 for e in exc.api_exceptions):
+            raise
+    extensions = client.ApiextensionsV1Api(api_client)
+    for _attempt in range(100):
+        crd = extensions.read_custom_resource_definition("bridgejobs.bridge.dev")
+        if any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or [])):
+            break
+        time.sleep(0.1)
+    return env, api_client
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(read, check, timeout=180, interval=1.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = read()
+        if check(last):
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out; last seen: %r" % (last,))
+
+
+def test_bridgejobs_run_on_real_slurm(kube, tmp_path):
+    env, api_client = kube
+    slurm = require_slurm("22.05")
+    from kubernetes import client
+
+    core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
+    namespace = "e2e-%s" % uuid.uuid4().hex[:8]
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    core.create_namespaced_secret(namespace, client.V1Secret(
+        metadata=client.V1ObjectMeta(name="slurm"), string_data={"user": slurm["SLURM_USER"], "token": slurm["SLURM_JWT"]}))
+    backend = {"type": "slurm", "url": slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm"},
+               "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]}
+
+    def bridgejob(name, script):
+        return {"apiVersion": "bridge.dev/v1alpha1", "kind": "BridgeJob", "metadata": {"name": name},
+                "spec": {"backend": backend, "script": script, "pollInterval": 2}}
+
+    for name, script in (("ok", "#!/bin/bash\necho fine\n"), ("exit3", "#!/bin/bash\nexit 3\n"),
+                         ("sleeper", "#!/bin/bash\nsleep 300\n")):
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, bridgejob(name, script))
+
+    port = free_port()
+    log_path = tmp_path / "controller.log"
+    controller_env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "controller"),
+                          PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bridge_controller.main", "--kubeconfig", env["KUBECONFIG"], "--namespace", namespace,
+         "--playbook-dir", os.path.join(REPO, "playbooks"), "--work-dir", str(tmp_path / "runner"),
+         "--collections-path", os.path.join(RUN, "collections"), "--port", str(port), "--bind-address", "127.0.0.1",
+         "--batch-window", "0.3"],
+        stdout=open(log_path, "w"), stderr=subprocess.STDOUT, env=controller_env)
+    try:
+        def read(name):
+            return custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+        done = wait_for(lambda: read("ok"), lambda o: (o.get("status") or {}).get("phase") == "Completed")
+        assert done["status"]["exitCode"] == 0 and done["status"]["jobId"]
+        assert "bridge.dev/cancel-job" in done["metadata"]["finalizers"]
+        failed = wait_for(lambda: read("exit3"), lambda o: (o.get("status") or {}).get("phase") == "Failed")
+        assert failed["status"]["exitCode"] == 3 and failed["status"]["failureClass"] == "non_zero_exit"
+        running = wait_for(lambda: read("sleeper"), lambda o: (o.get("status") or {}).get("phase") == "Running")
+        job_id = running["status"]["jobId"]
+
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "sleeper")
+
+        def gone():
+            try:
+                read("sleeper")
+                return False
+            except client.exceptions.ApiException as exc:
+                return exc.status == 404
+
+        wait_for(gone, bool, timeout=120)
+        sys.path.insert(0, os.path.join(RUN, "collections"))
+        from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+
+        slurm_job = SlurmClient(slurm["SLURM_URL"], user=slurm["SLURM_USER"], token=slurm["SLURM_JWT"]).get(job_id)
+        assert slurm_job["phase"] == "cancelled", slurm_job["native_state"]
+
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            metrics = sock.makefile().read()
+        assert "bridge_runner_calls_submit" in metrics
+
+        events = core.list_namespaced_event(namespace).items
+        statuses = [read(name).get("status") for name in ("ok", "exit3")]
+        secret = slurm["SLURM_JWT"]
+        assert secret not in repr(statuses) + repr([e.message for e in events])
+    finally:
+        process.send_signal(signal.SIGTERM)
+        returncode = process.wait(timeout=120)
+        for name in ("ok", "exit3"):
+            try:
+                custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name,
+                                                      {"metadata": {"finalizers": []}})
+            except client.exceptions.ApiException:
+                pass
+    log = log_path.read_text()
+    assert slurm["SLURM_JWT"] not in log
+    assert not subprocess.run(["grep", "-rl", slurm["SLURM_JWT"], str(tmp_path)], capture_output=True, check=False).stdout
+    assert returncode == 0, log[-4000:]
