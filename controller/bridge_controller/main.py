@@ -32,11 +32,12 @@ def parse_args(argv):
     parser.add_argument("--batch-window", type=float, default=0.5, help="seconds submits and cancels gather into one batch")
     parser.add_argument("--max-batch", type=int, default=500, help="jobs per runner invocation at most")
     parser.add_argument("--playbook-dir", default=os.environ.get("BRIDGE_PLAYBOOK_DIR", "/usr/share/bridge/playbooks"))
-    parser.add_argument("--work-dir", default=os.environ.get("BRIDGE_WORK_DIR", "/tmp/bridge-runner"))
+    parser.add_argument("--work-dir", "--runner-dir", dest="work_dir", default=os.environ.get("BRIDGE_WORK_DIR", "/tmp/bridge-runner"),
+                        help="ansible-runner's private data dir (artifacts rotate); keep it on tmpfs")
     parser.add_argument("--collections-path", default=os.environ.get("ANSIBLE_COLLECTIONS_PATH"))
     parser.add_argument("--python", default=sys.executable, help="interpreter for the modules")
     parser.add_argument("--rotate-artifacts", type=int, default=50)
-    parser.add_argument("--port", type=int, default=8080, help="/healthz, /readyz and /metrics")
+    parser.add_argument("--port", "--http-port", dest="port", type=int, default=8080, help="/healthz, /readyz and /metrics")
     parser.add_argument("--bind-address", default="0.0.0.0", help="address of that endpoint (probes reach the pod IP)")
     parser.add_argument("--leader-elect", action="store_true", help="act only while holding the Lease")
     parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "bridge-system"))
@@ -138,7 +139,7 @@ def main(argv=None):
         from bridge_controller.leader import LeaderElector
 
         elector = LeaderElector(client.CoordinationV1Api(api_client), args.lease_namespace, args.lease_name,
-                                "%s-%d" % (socket.gethostname(), os.getpid()))
+                                os.environ.get("POD_NAME") or "%s-%d" % (socket.gethostname(), os.getpid()))
         threading.Thread(target=elector.run, args=(start, shut_down), name="bridge-leader", daemon=True).start()
     else:
         start()

@@ -1,0 +1,542 @@
+"""deploy/ against a real kube-apiserver: the BridgeJob CRD's admission rules and the controller's RBAC.
+
+The control plane is tools/kube-control-plane.sh (etcd + kube-apiserver, RBAC on, no
+controller-manager): namespaces are never finalized there, so every run works in a fresh one.
+"""
+
+import copy
+import glob
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+import yaml
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from conftest import REPO, RUN, read_env_file
+
+DEPLOY = os.path.join(REPO, "deploy")
+SCRIPT = os.path.join(REPO, "tools", "kube-control-plane.sh")
+GROUP, VERSION, PLURAL = "bridge.dev", "v1alpha1", "bridgejobs"
+CRD_NAME = "bridgejobs.bridge.dev"
+CONTROLLER_NAMESPACE = "bridge-system"
+CONTROLLER_ACCOUNT = "bridge-controller"
+INVALID_SAMPLES = sorted(glob.glob(os.path.join(DEPLOY, "samples", "invalid", "*.yaml")))
+MUTABLE_SPEC_FIELDS = ("cancel", "pollInterval")
+
+
+def load_all(path):
+    with open(path) as handle:
+        return [doc for doc in yaml.safe_load_all(handle) if doc]
+
+
+def manifests(path):
+    """The objects of a file: its documents, with a v1 List replaced by its items."""
+    found = []
+    for doc in load_all(path):
+        found.extend(doc["items"] if doc["kind"] == "List" else [doc])
+    return found
+
+
+def sample(name, kind):
+    return copy.deepcopy([doc for doc in manifests(os.path.join(DEPLOY, "samples", name)) if doc["kind"] == kind][0])
+
+
+def expectations(path):
+    """The `# expect-field:` and `# expect-message:` header of an invalid sample."""
+    found = {}
+    with open(path) as handle:
+        for line in handle:
+            if line.startswith("# expect-"):
+                key, sep, value = line[len("# expect-"):].partition(":")
+                if sep:
+                    found[key.strip()] = value.strip()
+    return found
+
+
+def crd_schema():
+    crd = load_all(os.path.join(DEPLOY, "crd.yaml"))[0]
+    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+# ------------------------------------------------------------------ files (no apiserver needed)
+
+def test_every_deploy_file_parses_and_kustomization_lists_the_manifests():
+    yaml_files = sorted(glob.glob(os.path.join(DEPLOY, "**", "*.yaml"), recursive=True))
+    assert yaml_files
+    for path in yaml_files:
+        # One document per file: ansible-test's yamllint refuses more (several objects go in a List).
+        assert len(load_all(path)) == 1, path
+        for doc in manifests(path):
+            assert doc.get("apiVersion") and doc.get("kind"), path
+            assert doc["kind"] == "Kustomization" or doc.get("metadata", {}).get("name"), path
+    kustomization = load_all(os.path.join(DEPLOY, "kustomization.yaml"))[0]
+    top_level = sorted(os.path.basename(path) for path in glob.glob(os.path.join(DEPLOY, "*.yaml")))
+    top_level.remove("kustomization.yaml")
+    assert sorted(kustomization["resources"]) == top_level
+
+
+def test_containerfile_copies_every_collection_directory():
+    with open(os.path.join(DEPLOY, "Containerfile")) as handle:
+        containerfile = handle.read()
+    for directory in ("meta", "plugins", "playbooks", "roles", "docs", "controller"):
+        if os.path.isdir(os.path.join(REPO, directory)):
+            assert "COPY %s/ %s/" % (directory, directory) in containerfile, directory
+
+
+def test_every_spec_field_but_cancel_and_poll_interval_has_an_immutability_rule():
+    spec = crd_schema()["properties"]["spec"]
+    guarded = set()
+    for rule in spec["x-kubernetes-validations"]:
+        if "oldSelf" in rule["rule"]:
+            field = rule["fieldPath"].lstrip(".")
+            assert "self.%s" % field in rule["rule"] and "oldSelf.%s" % field in rule["rule"], rule
+            guarded.add(field)
+    assert guarded == set(spec["properties"]) - set(MUTABLE_SPEC_FIELDS)
+
+
+# ------------------------------------------------------------------ the control plane
+
+def unavailable(message):
+    if os.environ.get("BRIDGE_REQUIRE_SERVICES") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def kube():
+    """Starts (or reuses) the control plane; returns its env file's values."""
+    if not os.path.isfile(SCRIPT):
+        unavailable("tools/kube-control-plane.sh is missing")
+    status = subprocess.run([SCRIPT, "status"], capture_output=True, text=True, check=False)
+    if "binaries not built" in status.stdout and shutil.which("go") is None:
+        unavailable("kube-apiserver and etcd are not built and there is no Go to build them: tools/kube-control-plane.sh build")
+    started = subprocess.run([SCRIPT, "start"], capture_output=True, text=True, check=False, timeout=3600)
+    assert started.returncode == 0, "tools/kube-control-plane.sh start failed:\n" + started.stderr[-4000:]
+    values = read_env_file(os.path.join(RUN, "kube", "env"))
+    assert values, "tools/kube-control-plane.sh start wrote no env file"
+    return values
+
+
+@pytest.fixture(scope="module")
+def admin(kube):
+    return config.new_client_from_config(config_file=kube["KUBECONFIG"])
+
+
+def apply(dynamic, doc):
+    """Create, or replace what is there (idempotent; retried when someone else wrote in between)."""
+    resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+    namespace = doc["metadata"].get("namespace")
+    for attempt in range(5):
+        try:
+            return resource.create(body=doc, namespace=namespace)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+        current = resource.get(name=doc["metadata"]["name"], namespace=namespace)
+        body = copy.deepcopy(doc)
+        body["metadata"]["resourceVersion"] = current.metadata.resourceVersion
+        try:
+            return resource.replace(body=body, namespace=namespace)
+        except ApiException as error:
+            if error.status != 409 or attempt == 4:
+                raise
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="module")
+def deployed(admin):
+    """namespace.yaml, crd.yaml and rbac.yaml applied; the CRD established and served."""
+    dynamic = DynamicClient(admin)
+    for name in ("namespace.yaml", "crd.yaml", "rbac.yaml"):
+        for doc in manifests(os.path.join(DEPLOY, name)):
+            apply(dynamic, doc)
+    extensions = client.ApiextensionsV1Api(admin)
+    deadline = time.time() + 30
+    while True:
+        crd = extensions.read_custom_resource_definition(CRD_NAME)
+        conditions = dict((c.type, c.status) for c in crd.status.conditions or [])
+        if conditions.get("Established") == "True":
+            break
+        assert time.time() < deadline, "CRD not Established: %s" % conditions
+        time.sleep(0.2)
+    return admin
+
+
+@pytest.fixture(scope="module")
+def namespace(deployed):
+    core = client.CoreV1Api(deployed)
+    name = "bridge-crd-%s" % uuid.uuid4().hex[:8]
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"bridge.dev/test": "crd"})))
+    for sample_file in ("slurm.yaml", "ray.yaml"):
+        secret = sample(sample_file, "Secret")
+        core.create_namespaced_secret(name, secret)
+    objects = client.CustomObjectsApi(deployed)
+    # The apiserver serves a new CRD's kind a moment after Established.
+    deadline = time.time() + 30
+    while True:
+        try:
+            objects.create_namespaced_custom_object(GROUP, VERSION, name, PLURAL, sample("slurm.yaml", "BridgeJob"), dry_run="All")
+            break
+        except ApiException as error:
+            if error.status != 404 or time.time() > deadline:
+                raise
+            time.sleep(0.2)
+    yield name
+    for item in objects.list_namespaced_custom_object(GROUP, VERSION, name, PLURAL)["items"]:
+        objects.delete_namespaced_custom_object(GROUP, VERSION, name, PLURAL, item["metadata"]["name"])
+    # Stays Terminating without kube-controller-manager; its objects are gone already.
+    core.delete_namespace(name)
+
+
+@pytest.fixture()
+def objects(deployed):
+    return client.CustomObjectsApi(deployed)
+
+
+def create(objects, namespace, body, dry_run=None):
+    return objects.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body, dry_run=dry_run)
+
+
+def rejection(call, *args, **kwargs):
+    """The Status of a call that must fail; returns (HTTP status, message, fields named in causes)."""
+    with pytest.raises(ApiException) as caught:
+        call(*args, **kwargs)
+    status = json.loads(caught.value.body)
+    causes = (status.get("details") or {}).get("causes") or []
+    return caught.value.status, status["message"], [cause.get("field") for cause in causes]
+
+
+def fresh_job(objects, namespace, prefix, **spec):
+    body = sample("slurm.yaml", "BridgeJob")
+    body["metadata"]["name"] = "%s-%s" % (prefix, uuid.uuid4().hex[:6])
+    body["spec"].update(spec)
+    return create(objects, namespace, body)
+
+
+def patch(objects, namespace, job, body):
+    return objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, job["metadata"]["name"], body)
+
+
+# ------------------------------------------------------------------ the CRD as served
+
+def test_crd_is_established_with_names_and_printer_columns(deployed):
+    crd = client.ApiextensionsV1Api(deployed).read_custom_resource_definition(CRD_NAME)
+    assert crd.spec.names.kind == "BridgeJob"
+    assert crd.spec.names.short_names == ["bj"]
+    assert crd.spec.scope == "Namespaced"
+    version = crd.spec.versions[0]
+    assert (version.name, version.served, version.storage) == ("v1alpha1", True, True)
+    assert version.subresources.status is not None
+    columns = [(c.name, c.json_path) for c in version.additional_printer_columns]
+    assert columns == [("Backend", ".spec.backend.type"), ("Phase", ".status.phase"), ("Job ID", ".status.jobId"),
+                       ("Exit Code", ".status.exitCode"), ("Age", ".metadata.creationTimestamp")]
+
+
+def test_list_as_table_serves_the_printer_columns(deployed, namespace, objects):
+    job = fresh_job(objects, namespace, "table")
+    objects.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, job["metadata"]["name"],
+                                                  {"status": {"phase": "Completed", "jobId": "42", "exitCode": 3}})
+    table = deployed.call_api(
+        "/apis/%s/%s/namespaces/%s/%s/%s" % (GROUP, VERSION, namespace, PLURAL, job["metadata"]["name"]), "GET",
+        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+        response_type="object", auth_settings=["BearerToken"], _return_http_data_only=True)
+    names = [column["name"] for column in table["columnDefinitions"]]
+    assert names == ["Name", "Backend", "Phase", "Job ID", "Exit Code", "Age"]
+    assert table["rows"][0]["cells"][:5] == [job["metadata"]["name"], "slurm", "Completed", "42", 3]
+
+
+# ------------------------------------------------------------------ admission
+
+@pytest.mark.parametrize("sample_file", ["slurm.yaml", "ray.yaml"])
+def test_samples_are_accepted_with_defaults_filled_in(objects, namespace, sample_file):
+    created = create(objects, namespace, sample(sample_file, "BridgeJob"))
+    spec = created["spec"]
+    assert spec["backend"]["validateCerts"] is True
+    assert spec["cancel"] is False
+    assert spec["pollInterval"] == 30
+    assert created["metadata"]["generation"] == 1
+
+
+def test_ca_config_map_key_defaults_to_ca_crt(objects, namespace):
+    body = sample("slurm.yaml", "BridgeJob")
+    body["metadata"]["name"] = "with-ca"
+    body["spec"]["backend"]["caConfigMapRef"] = {"name": "site-ca"}
+    created = create(objects, namespace, body, dry_run="All")
+    assert created["spec"]["backend"]["caConfigMapRef"] == {"name": "site-ca", "key": "ca.crt"}
+
+
+@pytest.mark.parametrize("path", INVALID_SAMPLES, ids=[os.path.basename(p)[:-5] for p in INVALID_SAMPLES])
+def test_invalid_sample_is_rejected_naming_the_field(objects, namespace, path):
+    expected = expectations(path)
+    assert expected.get("field") and expected.get("message"), "%s needs # expect-field: and # expect-message:" % path
+    status, message, fields = rejection(create, objects, namespace, load_all(path)[0])
+    assert status == 422, message
+    assert expected["field"] in fields, message
+    assert expected["field"] + ":" in message, message
+    assert expected["message"] in message
+
+
+# path in spec, value, None when accepted or (field, text of the message) when rejected
+EDGE_VALUES = [
+    (("resources", "memory"), 4096, None),
+    (("resources", "memory"), "1.5GiB", None),
+    (("resources", "memory"), 0, ("spec.resources.memory", "greater than or equal to 1")),
+    (("resources", "memory"), "0G", ("spec.resources.memory", "must be at least 1 MiB")),
+    (("resources", "memoryPerCpu"), "512m", None),
+    (("resources", "timeLimit"), 90, None),
+    (("resources", "timeLimit"), "2-12:30", None),
+    (("resources", "timeLimit"), "00:00:00", ("spec.resources.timeLimit", "must be longer than zero")),
+    (("resources", "timeLimit"), "1-24", ("spec.resources.timeLimit", "'1-24' is not a time")),
+    (("resources", "timeLimit"), "10:75", ("spec.resources.timeLimit", "'10:75' is not a time")),
+    (("resources", "tasks"), -1, ("spec.resources.tasks", "greater than or equal to 1")),
+    (("backend", "apiVersion"), "v0.0.42", None),
+    (("backend", "apiVersion"), "0.0.42", ("spec.backend.apiVersion", "should match")),
+    (("backend", "url"), "https://[::1]:6820/slurm", None),
+    (("name",), "two words", ("spec.name", "should match")),
+    (("environment",), {"DEBUG": 1}, ("spec.environment.DEBUG", "must be of type string")),
+    (("environment",), {"_OK_1": "x"}, None),
+    (("script",), "#!/bin/bash\n" + "#" * 262144, ("spec.script", "Too long")),
+]
+
+
+@pytest.mark.parametrize("path, value, outcome", EDGE_VALUES, ids=["%s=%s" % (".".join(e[0]), str(e[1])[:16]) for e in EDGE_VALUES])
+def test_edge_values(objects, namespace, path, value, outcome):
+    body = sample("slurm.yaml", "BridgeJob")
+    body["metadata"]["name"] = "edge"
+    target = body["spec"]
+    for key in path[:-1]:
+        target = target.setdefault(key, {})
+    target[path[-1]] = value
+    if path[-1] == "memoryPerCpu":
+        del target["memory"]
+    if outcome is None:
+        create(objects, namespace, body, dry_run="All")
+        return
+    status, message, fields = rejection(create, objects, namespace, body, dry_run="All")
+    assert status == 422
+    assert outcome[0] in fields, message
+    assert outcome[1] in message
+
+
+def test_ray_backend_takes_no_slurm_api_version(objects, namespace):
+    body = sample("ray.yaml", "BridgeJob")
+    body["spec"]["backend"]["apiVersion"] = "v0.0.42"
+    status, message, fields = rejection(create, objects, namespace, body, dry_run="All")
+    assert status == 422 and "spec.backend.apiVersion" in fields, message
+
+
+# ------------------------------------------------------------------ updates
+
+# merge patches of spec: each changes, adds or removes a field that is fixed once the job exists
+IMMUTABLE_CHANGES = [
+    ("change-script", {"script": "#!/bin/bash\necho changed\n"}, "spec.script"),
+    ("script-to-script-from", {"script": None, "scriptFrom": {"configMapKeyRef": {"name": "s", "key": "k"}}}, "spec.script"),
+    ("add-account", {"account": "proj"}, "spec.account"),
+    ("add-queue", {"queue": "debug"}, "spec.queue"),
+    ("remove-name", {"name": None}, "spec.name"),
+    ("remove-environment", {"environment": None}, "spec.environment"),
+    ("change-environment", {"environment": {"GREETING": "bye"}}, "spec.environment"),
+    ("change-nodes", {"resources": {"nodes": 2}}, "spec.resources"),
+    ("add-gpus", {"resources": {"gpus": 1}}, "spec.resources"),
+    ("change-url", {"backend": {"url": "https://elsewhere.example.org"}}, "spec.backend"),
+    ("turn-off-tls-checks", {"backend": {"validateCerts": False}}, "spec.backend"),
+    ("add-backend-options", {"backendOptions": {"slurm": {"exclusive": "user"}}}, "spec.backendOptions"),
+]
+
+
+@pytest.mark.parametrize("name, change, field", IMMUTABLE_CHANGES, ids=[c[0] for c in IMMUTABLE_CHANGES])
+def test_job_part_of_the_spec_is_immutable(objects, namespace, name, change, field):
+    job = fresh_job(objects, namespace, name)
+    status, message, fields = rejection(patch, objects, namespace, job, {"spec": change})
+    assert status == 422, message
+    assert field in fields, message
+    assert "is immutable after creation" in message
+
+
+def test_poll_interval_may_change_and_bumps_generation(objects, namespace):
+    job = fresh_job(objects, namespace, "poll")
+    updated = patch(objects, namespace, job, {"spec": {"pollInterval": 5}})
+    assert updated["spec"]["pollInterval"] == 5
+    assert updated["metadata"]["generation"] == job["metadata"]["generation"] + 1
+
+
+def test_cancel_goes_from_false_to_true_and_never_back(objects, namespace):
+    job = fresh_job(objects, namespace, "cancel")
+    assert job["spec"]["cancel"] is False
+    cancelled = patch(objects, namespace, job, {"spec": {"cancel": True}})
+    assert cancelled["spec"]["cancel"] is True
+    status, message, fields = rejection(patch, objects, namespace, job, {"spec": {"cancel": False}})
+    assert status == 422 and "spec.cancel" in fields, message
+    assert "cannot go back from true to false" in message
+    # Removing the field defaults it to false: also refused.
+    status, message, fields = rejection(patch, objects, namespace, job, {"spec": {"cancel": None}})
+    assert status == 422 and "spec.cancel" in fields, message
+    # Unchanged true is fine (a no-op update must not trip the rule).
+    assert patch(objects, namespace, job, {"spec": {"cancel": True, "pollInterval": 60}})["spec"]["cancel"] is True
+
+
+# ------------------------------------------------------------------ status subresource
+
+def test_status_subresource_is_separate_from_spec(objects, namespace):
+    job = fresh_job(objects, namespace, "status")
+    name = job["metadata"]["name"]
+    generation = job["metadata"]["generation"]
+    status = {
+        "phase": "Running", "identity": job["metadata"]["uid"], "jobId": "42", "nativeState": "RUNNING",
+        "reason": "None", "submitTime": "2026-11-30T02:01:43Z", "startTime": "2026-11-30T02:01:45Z",
+        "rendered": {"job": {"name": "hello", "tasks": 1}, "script": "#!/bin/bash\n"}, "observedGeneration": generation,
+        "message": "", "conditions": [{"type": "Submitted", "status": "True", "reason": "Submitted", "message": "Slurm job 42",
+                                       "lastTransitionTime": "2026-11-30T02:01:43Z", "observedGeneration": generation}],
+    }
+    written = objects.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name, {"status": status})
+    assert written["status"] == status
+    assert written["metadata"]["generation"] == generation
+
+    # The main resource ignores status; the status subresource ignores spec.
+    after = patch(objects, namespace, job, {"status": {"phase": "Failed"}, "spec": {"pollInterval": 10}})
+    assert after["status"]["phase"] == "Running"
+    both = {"spec": {"pollInterval": 99}, "status": {"phase": "Completed"}}
+    after = objects.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name, both)
+    assert after["spec"]["pollInterval"] == 10 and after["status"]["phase"] == "Completed"
+
+    # A full status as docs/bridgejob.md shows it, nulls included, through an update (PUT).
+    current = objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    current["status"].update({"exitCode": None, "failureClass": None, "endTime": None, "phase": "Running"})
+    replaced = objects.replace_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name, current)
+    assert replaced["status"]["phase"] == "Running"
+    for key in ("exitCode", "failureClass", "endTime"):
+        assert key in replaced["status"] and replaced["status"][key] is None, key
+
+
+@pytest.mark.parametrize("status, field", [
+    ({"phase": "Done"}, "status.phase"),
+    ({"failureClass": "bad_luck"}, "status.failureClass"),
+    ({"submitTime": "yesterday"}, "status.submitTime"),
+    ({"conditions": [{"type": "Running", "status": "Maybe", "reason": "X", "message": "",
+                      "lastTransitionTime": "2026-11-30T02:01:43Z"}]}, "status.conditions[0].status"),
+], ids=["phase", "failureClass", "submitTime", "condition-status"])
+def test_status_is_validated_too(objects, namespace, status, field):
+    job = fresh_job(objects, namespace, "bad-status")
+    code, message, fields = rejection(objects.patch_namespaced_custom_object_status, GROUP, VERSION, namespace, PLURAL,
+                                      job["metadata"]["name"], {"status": status})
+    assert code == 422 and field in fields, message
+
+
+# ------------------------------------------------------------------ RBAC of the controller's ServiceAccount
+
+@pytest.fixture(scope="module")
+def controller(kube, deployed):
+    """An API client that authenticates as system:serviceaccount:bridge-system:bridge-controller."""
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600))
+    token = client.CoreV1Api(deployed).create_namespaced_service_account_token(CONTROLLER_ACCOUNT, CONTROLLER_NAMESPACE, request).status.token
+    configuration = client.Configuration()
+    configuration.host = kube["KUBE_API"]
+    configuration.ssl_ca_cert = kube["KUBE_CA_FILE"]
+    configuration.api_key = {"authorization": token}
+    configuration.api_key_prefix = {"authorization": "Bearer"}
+    return client.ApiClient(configuration)
+
+
+def forbidden(call, *args, **kwargs):
+    with pytest.raises(ApiException) as caught:
+        call(*args, **kwargs)
+    body = caught.value.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8")
+    assert caught.value.status == 403, body
+    assert "system:serviceaccount:%s:%s" % (CONTROLLER_NAMESPACE, CONTROLLER_ACCOUNT) in body
+
+
+def test_controller_can_watch_and_update_bridgejobs(controller, objects, namespace):
+    job = fresh_job(objects, namespace, "rbac")
+    name = job["metadata"]["name"]
+    mine = client.CustomObjectsApi(controller)
+    listed = mine.list_cluster_custom_object(GROUP, VERSION, PLURAL)
+    assert name in [item["metadata"]["name"] for item in listed["items"]]
+    seen = [event["object"]["metadata"]["name"] for event in watch.Watch().stream(
+        mine.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, timeout_seconds=1)]
+    assert name in seen
+    assert mine.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)["metadata"]["uid"] == job["metadata"]["uid"]
+    finalized = mine.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, {"metadata": {"finalizers": ["bridge.dev/cancel"]}})
+    assert finalized["metadata"]["finalizers"] == ["bridge.dev/cancel"]
+    mine.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, {"metadata": {"finalizers": None}})
+    written = mine.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name, {"status": {"phase": "Queued", "jobId": "7"}})
+    assert written["status"]["jobId"] == "7"
+    assert mine.get_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name)["status"]["phase"] == "Queued"
+
+
+def test_controller_reads_named_secrets_and_config_maps_only(controller, deployed, namespace):
+    client.CoreV1Api(deployed).create_namespaced_config_map(
+        namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="scripts"), data={"hello.sh": "#!/bin/bash\n"}))
+    core = client.CoreV1Api(controller)
+    assert core.read_namespaced_secret("slurm-credentials", namespace).data["user"]
+    assert core.read_namespaced_config_map("scripts", namespace).data["hello.sh"] == "#!/bin/bash\n"
+    forbidden(core.list_namespaced_secret, namespace)
+    forbidden(core.list_secret_for_all_namespaces)
+    forbidden(core.list_namespaced_secret, namespace, watch=True, timeout_seconds=1, _preload_content=False)
+    forbidden(core.list_namespaced_config_map, namespace)
+    forbidden(core.patch_namespaced_secret, "slurm-credentials", namespace, {"stringData": {"token": "x"}})
+
+
+def test_controller_records_events(controller, namespace, objects):
+    job = fresh_job(objects, namespace, "events")
+    event = client.CoreV1Event(
+        metadata=client.V1ObjectMeta(generate_name=job["metadata"]["name"] + "."),
+        involved_object=client.V1ObjectReference(api_version="%s/%s" % (GROUP, VERSION), kind="BridgeJob", name=job["metadata"]["name"],
+                                                 namespace=namespace, uid=job["metadata"]["uid"]),
+        reason="Submitted", message="Slurm job 42", type="Normal", count=1,
+        source=client.V1EventSource(component="bridge-controller"))
+    core = client.CoreV1Api(controller)
+    created = core.create_namespaced_event(namespace, event)
+    core.patch_namespaced_event(created.metadata.name, namespace, {"count": 2})
+    forbidden(core.list_namespaced_event, namespace)
+
+
+def test_controller_holds_its_lease_only_in_its_namespace(controller, deployed, namespace):
+    coordination = client.CoordinationV1Api(controller)
+    name = "bridge-controller-test-%s" % uuid.uuid4().hex[:6]
+    lease = client.V1Lease(metadata=client.V1ObjectMeta(name=name), spec=client.V1LeaseSpec(holder_identity="pod-a", lease_duration_seconds=15))
+    try:
+        coordination.create_namespaced_lease(CONTROLLER_NAMESPACE, lease)
+        current = coordination.read_namespaced_lease(name, CONTROLLER_NAMESPACE)
+        current.spec.holder_identity = "pod-b"
+        assert coordination.replace_namespaced_lease(name, CONTROLLER_NAMESPACE, current).spec.holder_identity == "pod-b"
+        forbidden(coordination.delete_namespaced_lease, name, CONTROLLER_NAMESPACE)
+        forbidden(coordination.create_namespaced_lease, namespace, lease)
+        forbidden(coordination.list_namespaced_lease, CONTROLLER_NAMESPACE)
+    finally:
+        client.CoordinationV1Api(deployed).delete_namespaced_lease(name, CONTROLLER_NAMESPACE)
+
+
+def test_controller_cannot_do_what_it_does_not_need(controller, objects, namespace):
+    job = fresh_job(objects, namespace, "forbidden")
+    mine = client.CustomObjectsApi(controller)
+    forbidden(mine.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, job["metadata"]["name"])
+    forbidden(mine.create_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, sample("ray.yaml", "BridgeJob"))
+    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="nope"), spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]))
+    forbidden(client.CoreV1Api(controller).create_namespaced_pod, namespace, pod)
+    forbidden(client.CoreV1Api(controller).list_namespace)
+    forbidden(client.RbacAuthorizationV1Api(controller).list_cluster_role)
+
+
+def test_deployment_passes_server_side_dry_run_and_restricted_pod_security(deployed):
+    """deployment.yaml is not applied (no kubelet here to run it) but the apiserver must accept it,
+    and its pod must pass the namespace's Pod Security level (enforced on pods, not Deployments)."""
+    dynamic = DynamicClient(deployed)
+    deployment = manifests(os.path.join(DEPLOY, "deployment.yaml"))[0]
+    try:
+        dynamic.resources.get(api_version="apps/v1", kind="Deployment").create(body=deployment, namespace=CONTROLLER_NAMESPACE, dry_run="All")
+    except ApiException as error:
+        assert error.status == 409, error.body
+    namespace_labels = manifests(os.path.join(DEPLOY, "namespace.yaml"))[0]["metadata"]["labels"]
+    assert namespace_labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": dict(deployment["spec"]["template"]["metadata"], name="bridge-controller-dry-run"),
+           "spec": deployment["spec"]["template"]["spec"]}
+    dynamic.resources.get(api_version="v1", kind="Pod").create(body=pod, namespace=CONTROLLER_NAMESPACE, dry_run="All")
