@@ -12,7 +12,7 @@ export ANSIBLE_LOCALHOST_WARNING := 0
 export ANSIBLE_INVENTORY_UNPARSED_WARNING := 0
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo test bootstrap unit sanity lint build-check services integration bench stop
+.PHONY: demo test bootstrap unit sanity lint build-check services integration bench bench-controller stop
 
 demo: bootstrap
 	tools/slurm-cluster.sh start 22.05
@@ -49,6 +49,10 @@ bench: bootstrap
 	set -a; . .run/slurm-22.05/env; set +a; python bench/slurm_submit.py
 	tools/ray-cluster.sh start
 	set -a; . .run/ray/env; set +a; python bench/ray_submit.py
+
+bench-controller: bootstrap
+	tools/slurm-cluster.sh start 26.05
+	python bench/controller_load.py $(BENCH_ARGS)
 
 stop:
 	tools/slurm-cluster.sh stop all

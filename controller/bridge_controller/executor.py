@@ -194,7 +194,7 @@ class Executor:
             self.stats["status_noops"] += 1
             return
         self.stats["status_patches"] += 1
-        updated = self.kube.patch_status(obj, desired)
+        updated = self.kube.patch_status(obj, patch["status"])
         if updated is not None:
             with self._lock:
                 self.cache[key_of(obj)] = updated
@@ -233,6 +233,14 @@ class Executor:
                 self._release(current)
 
     def _apply_poll(self, objects, result):
+        if result.get("failed"):
+            # The module ran but could not list the jobs (slurmrestd down, 5xx, ...): nothing was
+            # learned about them, so the backend is unreachable, not "no longer knows this job".
+            error = result.get("error") or {}
+            self.stats["polls_failed"] += 1
+            self._unreachable(objects, {"type": error.get("type") or "PollFailed",
+                                        "message": str(result.get("msg") or error.get("message") or "")[:500]})
+            return
         jobs = result.get("jobs") or {}
         self.stats["polls"] += 1
         for key, obj in objects:

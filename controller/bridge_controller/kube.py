@@ -125,7 +125,13 @@ class FakeKube:
             if current is None:
                 return None
             self.status_patches += 1
-            current["status"] = copy.deepcopy(status)
+            merged = dict(current.get("status") or {})
+            for key, value in status.items():
+                if value is None:
+                    merged.pop(key, None)  # merge-patch semantics, as the apiserver applies them
+                else:
+                    merged[key] = copy.deepcopy(value)
+            current["status"] = merged
             return self._store(current, "MODIFIED")
 
     def read_secret(self, namespace, name):

@@ -24,10 +24,16 @@ class RunnerError(Exception):
     """The playbook did not produce a module result (it failed before or around the module)."""
 
 
+def credentials_dir(directory=SHM):
+    return directory if os.path.isdir(directory) else tempfile.gettempdir()
+
+
 def write_credentials(credentials, directory=SHM):
-    """A 0600 file holding the credentials, in memory-backed storage where the machine has it."""
-    directory = directory if os.path.isdir(directory) else tempfile.gettempdir()
-    fd, path = tempfile.mkstemp(prefix="bridge-cred-", dir=directory)
+    """A 0600 file holding the credentials, in memory-backed storage where the machine has it.
+
+    Its name carries the writer's pid, so that files left by a killed controller can be told apart.
+    """
+    fd, path = tempfile.mkstemp(prefix="bridge-cred-%d-" % os.getpid(), dir=credentials_dir(directory))
     with os.fdopen(fd, "w") as handle:
         json.dump(credentials or {}, handle)
     return path
@@ -38,8 +44,34 @@ def module_result(events):
     for event in events:
         data = event.get("event_data") or {}
         if event.get("event") in ("runner_on_ok", "runner_on_failed") and data.get("task") == TASK_NAME:
-            return data.get("res") or {}
+            res = dict(data.get("res") or {})
+            if event["event"] == "runner_on_failed":
+                res["failed"] = True  # the event's res does not carry it: the event's name does
+            return res
     return None
+
+
+def remove_stale_credentials(directory=SHM):
+    """Remove credential files of writers that are gone (a SIGKILL skips the `finally` that unlinks).
+
+    Called at start, before this process wrote any: a file with our own pid is stale too (in a
+    container the restarted controller often gets the dead one's pid). Files of live processes stay.
+    """
+    directory = credentials_dir(directory)
+    removed = []
+    for name in os.listdir(directory):
+        parts = name.split("-")
+        if not name.startswith("bridge-cred-") or len(parts) < 4 or not parts[2].isdigit():
+            continue
+        pid = int(parts[2])
+        if pid != os.getpid() and os.path.exists("/proc/%d" % pid):
+            continue
+        try:
+            os.unlink(os.path.join(directory, name))
+            removed.append(name)
+        except OSError:
+            pass  # another user's, or gone already
+    return removed
 
 
 class AnsibleRunner:
@@ -53,6 +85,7 @@ class AnsibleRunner:
         self.python = python
         self._lock = threading.Lock()
         os.makedirs(work_dir, exist_ok=True)
+        remove_stale_credentials()
 
     def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120):
         import ansible_runner  # the controller needs it; unit tests of the pure parts do not

@@ -95,11 +95,16 @@ def desired_status(current, generation, job=None, reachable=None, message=None, 
                                    "Reachable" if reachable else (backend_error or {}).get("type", "Unreachable"),
                                    "" if reachable else (backend_error or {}).get("message", ""), now, generation)
     status["conditions"] = conditions
-    return status
+    # A merge patch deletes the fields it sets to null, so a stored status never holds nulls;
+    # keeping them here would make every later comparison differ and rewrite every CR each poll.
+    return dict((key, value) for key, value in status.items() if value is not None)
 
 
 def status_patch(current, desired):
-    """The merge patch for .status, or None when nothing would change."""
-    if (current or {}) == desired:
+    """The merge patch for .status (fields gone from `desired` are deleted), or None when equal."""
+    current = current or {}
+    if current == desired:
         return None
-    return {"status": desired}
+    patch = dict(desired)
+    patch.update((key, None) for key in current if key not in desired)
+    return {"status": patch}

@@ -109,3 +109,10 @@ def test_set_condition_keeps_order_and_other_conditions():
     conditions = set_condition([], "BackendReachable", True, "Reachable", "", "T1", 1)
     conditions = set_condition(conditions, "Submitted", True, "Submitted", "", "T1", 1)
     assert [c["type"] for c in conditions] == ["Submitted", "BackendReachable"]
+
+
+def test_fields_that_become_unknown_are_deleted_by_the_patch():
+    current = {"phase": "Running", "reason": "Priority", "jobId": "4"}
+    desired = {"phase": "Running", "jobId": "4"}
+    assert status_patch(current, desired) == {"status": {"phase": "Running", "jobId": "4", "reason": None}}
+    assert None not in desired_status({}, 1, job=JOB, now="T1").values()

@@ -134,6 +134,30 @@ def test_an_unreachable_backend_is_a_condition_and_a_retry():
     assert ("ns/a", 15) in queue.later and obj["status"]["phase"] == "Pending"
 
 
+def test_a_poll_the_module_fails_marks_the_backend_unreachable_and_keeps_the_phase():
+    # slurmrestd down: the playbook runs, job_info fails with a connection error (no "jobs").
+    kube, backend, runner, queue, executor = setup(progression=("running",))
+    kube.create(bridgejob("a"))
+    settle(executor, queue)
+    executor.poll_due(now=2000.0)
+    assert kube.objects["ns/a"]["status"]["phase"] == "Running"
+    answer = runner.run
+    runner.run = lambda *args, **kwargs: {
+        "failed": True, "changed": False, "msg": "Failed to list jobs on Slurm: Connection refused",
+        "error": {"type": "ConnectionFailed", "kind": "connection", "message": "Connection refused"}}
+    executor.poll_due(now=3000.0)
+    status = kube.objects["ns/a"]["status"]
+    reachable = [c for c in status["conditions"] if c["type"] == "BackendReachable"][0]
+    assert reachable["status"] == "False" and reachable["reason"] == "ConnectionFailed"
+    assert "Connection refused" in reachable["message"] and status["phase"] == "Running"
+    assert status.get("message") != "the backend no longer knows this job"
+    runner.run = answer
+    settle(executor, queue)
+    executor.poll_due(now=4000.0)
+    reachable = [c for c in kube.objects["ns/a"]["status"]["conditions"] if c["type"] == "BackendReachable"][0]
+    assert reachable["status"] == "True", "polled again while unreachable, and recovered"
+
+
 def test_a_spec_the_backend_refuses_fails_with_the_reason():
     kube, backend, runner, queue, executor = setup()
     kube.create(bridgejob("a", resources={"timeLimit": "1:99"}))
@@ -142,3 +166,18 @@ def test_a_spec_the_backend_refuses_fails_with_the_reason():
     assert obj["status"]["phase"] == "Failed" and obj["status"]["failureClass"] == "rejected"
     assert "resources.time_limit" in obj["status"]["message"]
     assert any(event[1] == "Failed" for event in kube.events)
+
+
+def test_polls_that_change_nothing_write_nothing_after_a_merge_patch():
+    # A status holding nulls never equals what the apiserver stores after a merge patch (which
+    # drops them), so every poll used to rewrite every CR (found by bench/controller_load.py).
+    kube, backend, runner, queue, executor = setup(progression=("queued", "running"))
+    for name in ("a", "b"):
+        kube.create(bridgejob(name))
+    settle(executor, queue)
+    executor.poll_due(now=2000.0)
+    assert all(None not in obj["status"].values() for obj in kube.objects.values())
+    patches = kube.status_patches
+    executor.poll_due(now=3000.0)
+    executor.poll_due(now=4000.0)
+    assert kube.status_patches == patches

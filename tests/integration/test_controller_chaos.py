@@ -1,0 +1,351 @@
+"""The controller under stress, end to end: real kube-apiserver, real Slurm 22.05, the controller as a process.
+
+The controller logs in with a token of the bridge-controller ServiceAccount (deploy/rbac.yaml only)
+and runs with leader election, as deployed. Covered: spec.cancel on a running CR; slurmrestd down
+for a while (BackendReachable False, then every status catches up); the controller SIGKILLed at
+random moments during 50 submissions (no duplicate Slurm job, every CR gets a job id); no token in
+the controller's logs, statuses, events or runner directory.
+
+The outage test stops 22.05's slurmrestd only, then restarts it with `tools/slurm-cluster.sh start
+22.05`, which finds the cluster unhealthy and restarts all of it: jobs still running on 22.05 then
+(anyone's) are cancelled, and the env file gets a new JWT (the old one stays valid: same key).
+"""
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+import yaml
+
+from conftest import REPO, RUN, read_env_file, require_slurm
+from test_controller_e2e import GROUP, PLURAL, VERSION, free_port, kube, wait_for  # noqa: F401 pylint: disable=unused-import
+from test_crd import apply, manifests
+
+ACCOUNT, SYSTEM_NAMESPACE = "bridge-controller", "bridge-system"
+SLURM_SCRIPT = os.path.join(REPO, "tools", "slurm-cluster.sh")
+SLURM_RUN = os.path.join(RUN, "slurm-22.05")
+
+
+# ------------------------------------------------------------------ helpers
+
+def descendants(pid):
+    """Every live process below `pid` (ansible-runner starts its playbooks in their own session)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+class Controller:
+    """bridge_controller.main as a subprocess; restarts append to one log; kill() is a container kill."""
+
+    def __init__(self, kubeconfig, namespace, tmp_path, lease):
+        self.log_path = tmp_path / "controller.log"
+        self.work_dir = tmp_path / "runner"
+        self.port = free_port()
+        self.args = [sys.executable, "-m", "bridge_controller.main", "--kubeconfig", kubeconfig, "--namespace", namespace,
+                     "--playbook-dir", os.path.join(REPO, "playbooks"), "--work-dir", str(self.work_dir),
+                     "--collections-path", os.path.join(RUN, "collections"), "--port", str(self.port),
+                     "--bind-address", "127.0.0.1", "--batch-window", "0.3",
+                     "--leader-elect", "--lease-namespace", SYSTEM_NAMESPACE, "--lease-name", lease]
+        # A stable identity, as POD_NAME is across restarts of a pod's container: the restarted
+        # controller renews its own lease instead of waiting for it to expire.
+        self.env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "controller"), POD_NAME="chaos-%s" % lease,
+                        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+        self.process = None
+        self.starts = 0
+
+    def start(self):
+        with open(self.log_path, "a") as log:
+            self.process = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        self.starts += 1
+
+    def wait_ready(self, timeout=60):
+        """Until /readyz answers 200 (leading, listed): from then on it acts."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.process.poll() is None:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=2) as sock:
+                    sock.sendall(b"GET /readyz HTTP/1.0\r\n\r\n")
+                    if sock.makefile().readline().split()[1:2] == ["200"]:
+                        return
+            except (OSError, IndexError):
+                pass
+            time.sleep(0.1)
+        raise AssertionError("the controller did not become ready:\n" + self.log()[-3000:])
+
+    def kill(self):
+        """SIGKILL the controller and everything it started, as a container kill would; returns how many processes."""
+        victims = [self.process.pid] + descendants(self.process.pid)
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait(timeout=30)
+        return len(victims)
+
+    def stop(self):
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=120)
+
+    def log(self):
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+
+def phase_of(obj):
+    return (obj.get("status") or {}).get("phase")
+
+
+def condition(obj, kind):
+    for item in (obj.get("status") or {}).get("conditions") or []:
+        if item.get("type") == kind:
+            return item.get("status")
+    return None
+
+
+def slurm_client(slurm):
+    sys.path.insert(0, os.path.join(RUN, "collections"))
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+
+    return SlurmClient(slurm["SLURM_URL"], user=slurm["SLURM_USER"], token=slurm["SLURM_JWT"])
+
+
+# ------------------------------------------------------------------ fixtures
+
+@pytest.fixture(scope="module")
+def account(kube, tmp_path_factory):  # pylint: disable=redefined-outer-name
+    """deploy/namespace.yaml + rbac.yaml applied; a kubeconfig with a token of the controller's ServiceAccount."""
+    env, api_client = kube
+    from kubernetes import client
+    from kubernetes.dynamic import DynamicClient
+
+    dynamic = DynamicClient(api_client)
+    for name in ("namespace.yaml", "rbac.yaml"):
+        for doc in manifests(os.path.join(REPO, "deploy", name)):
+            apply(dynamic, doc)
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600))
+    token = client.CoreV1Api(api_client).create_namespaced_service_account_token(ACCOUNT, SYSTEM_NAMESPACE, request).status.token
+    kubeconfig = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "bridge",
+        "clusters": [{"name": "kube", "cluster": {"server": env["KUBE_API"], "certificate-authority": env["KUBE_CA_FILE"]}}],
+        "users": [{"name": ACCOUNT, "user": {"token": token}}],
+        "contexts": [{"name": "bridge", "context": {"cluster": "kube", "user": ACCOUNT}}],
+    }
+    path = str(tmp_path_factory.mktemp("account") / "kubeconfig")
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
+        yaml.safe_dump(kubeconfig, handle)
+    return path, token
+
+
+@pytest.fixture()
+def setup(kube, account, tmp_path):  # pylint: disable=redefined-outer-name
+    """A fresh namespace with the Slurm secret; a controller (not started) logged in as the ServiceAccount."""
+    _env, api_client = kube
+    slurm = require_slurm("22.05")
+    from kubernetes import client
+
+    core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
+    namespace = "chaos-%s" % uuid.uuid4().hex[:8]
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    core.create_namespaced_secret(namespace, client.V1Secret(
+        metadata=client.V1ObjectMeta(name="slurm"), string_data={"user": slurm["SLURM_USER"], "token": slurm["SLURM_JWT"]}))
+    backend = {"type": "slurm", "url": slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm"},
+               "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]}
+    lease = "bridge-chaos-%s" % uuid.uuid4().hex[:6]
+    controller = Controller(account[0], namespace, tmp_path, lease)
+
+    class Setup:
+        pass
+
+    ctx = Setup()
+    ctx.slurm, ctx.core, ctx.custom, ctx.namespace, ctx.controller = slurm, core, custom, namespace, controller
+    ctx.tokens = [slurm["SLURM_JWT"], account[1]]
+    ctx.tmp_path = tmp_path
+
+    def create(name, script, **spec):
+        body = {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "BridgeJob", "metadata": {"name": name},
+                "spec": dict({"backend": backend, "script": script, "pollInterval": 2}, **spec)}
+        return custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+
+    def read(name):
+        return custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+    def items():
+        return custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
+
+    ctx.create, ctx.read, ctx.items = create, read, items
+    yield ctx
+    returncode = controller.stop()
+    for item in items():
+        try:
+            custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, item["metadata"]["name"],
+                                                  {"metadata": {"finalizers": []}})
+            custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, item["metadata"]["name"])
+        except client.exceptions.ApiException:
+            pass
+    try:
+        client.CoordinationV1Api(api_client).delete_namespaced_lease(lease, SYSTEM_NAMESPACE)
+    except client.exceptions.ApiException:
+        pass
+    assert returncode == 0, controller.log()[-4000:]
+
+
+def assert_no_token(ctx):
+    """No token in the controller's log, statuses, events or anything under the test's directory."""
+    seen = repr([item.get("status") for item in ctx.items()])
+    seen += repr([(e.reason, e.message) for e in ctx.core.list_namespaced_event(ctx.namespace).items])
+    seen += ctx.controller.log()
+    for token in ctx.tokens:
+        assert token not in seen
+        found = subprocess.run(["grep", "-rl", "--exclude=kubeconfig", token, str(ctx.tmp_path)],
+                               capture_output=True, text=True, check=False).stdout
+        assert not found, found
+
+
+# ------------------------------------------------------------------ tests
+
+def test_cancel_flag_cancels_the_running_job_and_keeps_the_cr(setup):
+    ctx = setup
+    ctx.create("sleeper", "#!/bin/bash\nsleep 300\n")
+    ctx.controller.start()
+    running = wait_for(lambda: ctx.read("sleeper"), lambda o: phase_of(o) == "Running", timeout=120)
+    job_id = running["status"]["jobId"]
+    ctx.custom.patch_namespaced_custom_object(GROUP, VERSION, ctx.namespace, PLURAL, "sleeper", {"spec": {"cancel": True}})
+    cancelled = wait_for(lambda: ctx.read("sleeper"), lambda o: phase_of(o) == "Cancelled", timeout=120)
+    assert cancelled["status"]["jobId"] == job_id
+    assert condition(cancelled, "Cancelled") == "True"
+    assert "deletionTimestamp" not in cancelled["metadata"]
+    assert slurm_client(ctx.slurm).get(job_id)["phase"] == "cancelled"
+    time.sleep(3)  # stays Cancelled and is not submitted again
+    assert phase_of(ctx.read("sleeper")) == "Cancelled"
+    mine = [str(j["job_id"]) for j in slurm_client(ctx.slurm).list() if j["identity"] == cancelled["metadata"]["uid"]]
+    assert mine == [job_id]
+    assert_no_token(ctx)
+
+
+def running(pid):
+    """The process exists and is no zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def recorded_slurmrestd():
+    """The pid tools/slurm-cluster.sh recorded for 22.05's slurmrestd ("PID STARTTIME"), if it is that process."""
+    with open(os.path.join(SLURM_RUN, "pids", "slurmrestd.pid")) as handle:
+        pid, start = handle.read().split()
+    with open("/proc/%s/stat" % pid) as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    assert fields[19] == start, "the recorded slurmrestd pid belongs to another process"
+    with open("/proc/%s/cmdline" % pid, "rb") as handle:
+        assert b"slurmrestd" in handle.read()
+    return int(pid)
+
+
+def test_slurmrestd_outage_marks_backend_unreachable_then_statuses_catch_up(setup):
+    ctx = setup
+    names = ("short-a", "short-b")
+    for name in names:
+        ctx.create(name, "#!/bin/bash\nsleep 8\n")
+    ctx.controller.start()
+    for name in names:
+        wait_for(lambda n=name: ctx.read(n), lambda o: phase_of(o) == "Running" and condition(o, "BackendReachable") == "True",
+                 timeout=120)
+    started = time.monotonic()
+    pid = recorded_slurmrestd()
+    os.kill(pid, signal.SIGTERM)
+    try:
+        wait_for(lambda: running(pid), lambda alive: not alive, timeout=30, interval=0.2)
+        for name in names:
+            down = wait_for(lambda n=name: ctx.read(n), lambda o: condition(o, "BackendReachable") == "False", timeout=90)
+            assert phase_of(down) == "Running"
+        # The jobs end while slurmrestd is down (the restart below cancels whatever still runs).
+        time.sleep(max(0.0, started + 15 - time.monotonic()))
+    finally:
+        restarted = subprocess.run([SLURM_SCRIPT, "start", "22.05"], capture_output=True, text=True, check=False, timeout=600)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    new_env = read_env_file(os.path.join(SLURM_RUN, "env"))
+    ctx.tokens.append(new_env["SLURM_JWT"])
+    for name in names:
+        done = wait_for(lambda n=name: ctx.read(n), lambda o: condition(o, "BackendReachable") == "True" and phase_of(o) == "Completed",
+                        timeout=120)
+        assert done["status"]["exitCode"] == 0
+    assert_no_token(ctx)
+
+
+def test_sigkill_during_50_submissions_makes_no_duplicate_jobs(setup):
+    ctx = setup
+    count = 50
+    rng = random.Random()
+    kills = rng.choice((3, 4))
+    t0 = time.monotonic()
+    ctx.controller.start()
+
+    def create_all():
+        # Spread over ~10 s so that the kills land while submissions are being made.
+        for index in range(count):
+            ctx.create("burst-%02d" % index, "#!/bin/bash\nsleep 1\n")
+            time.sleep(0.2)
+
+    creator = threading.Thread(target=create_all)
+    creator.start()
+    timeline, killed = [], []
+    try:
+        for _kill in range(kills):
+            ctx.controller.wait_ready()
+            time.sleep(rng.uniform(1, 4))
+            with_ids = sum(1 for item in ctx.items() if (item.get("status") or {}).get("jobId"))
+            killed.append(ctx.controller.process.pid)
+            processes = ctx.controller.kill()
+            timeline.append((round(time.monotonic() - t0, 1), with_ids, processes))
+            ctx.controller.start()
+    finally:
+        creator.join()
+    uids = dict((item["metadata"]["uid"], item["metadata"]["name"]) for item in ctx.items())
+    assert len(uids) == count
+
+    def job_ids():
+        return [(item.get("status") or {}).get("jobId") for item in ctx.items()]
+
+    wait_for(job_ids, lambda ids: all(ids) and len(ids) == count, timeout=300, interval=2)
+    all_ids = time.monotonic() - t0
+    jobs = [j for j in slurm_client(ctx.slurm).list() if j["identity"] in uids]
+    per_identity = {}
+    for job in jobs:
+        per_identity.setdefault(job["identity"], []).append(job["job_id"])
+    duplicates = dict((uids[k], v) for k, v in per_identity.items() if len(v) > 1)
+    assert not duplicates, duplicates
+    assert set(per_identity) == set(uids)
+    for item in ctx.items():
+        assert item["status"]["jobId"] == str(per_identity[item["metadata"]["uid"]][0])
+    wait_for(ctx.items, lambda items: all(phase_of(i) == "Completed" for i in items), timeout=300, interval=2)
+    print("kills at (s, CRs with a job id, processes killed): %s; all job ids after %.1fs; all completed after %.1fs"
+          % (timeline, all_ids, time.monotonic() - t0))
+    # The killed controllers' credential files (their `finally` never ran) were removed by the restart.
+    left = [name for name in os.listdir("/dev/shm") if any(name.startswith("bridge-cred-%d-" % pid) for pid in killed)]
+    assert not left, left
+    assert_no_token(ctx)
