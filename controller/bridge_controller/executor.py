@@ -8,6 +8,7 @@ is in a batch is "in flight" and is not planned again until its results are writ
 """
 
 import collections
+import concurrent.futures
 import threading
 import time
 
@@ -21,7 +22,7 @@ RETRY_SECONDS = 15
 
 
 class Executor:
-    def __init__(self, kube, runner, queue, batch_window=0.2, max_batch=500, clock=time.monotonic):
+    def __init__(self, kube, runner, queue, batch_window=0.2, max_batch=500, clock=time.monotonic, status_writers=8):
         self.kube = kube
         self.runner = runner
         self.queue = queue
@@ -35,6 +36,7 @@ class Executor:
         self.tracked = collections.defaultdict(set)        # backend key -> CR keys being polled
         self.next_poll = {}                                # backend key -> monotonic time
         self.stats = collections.Counter()
+        self.writers = concurrent.futures.ThreadPoolExecutor(max_workers=status_writers, thread_name_prefix="bridge-status")
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ events and planning
@@ -57,7 +59,7 @@ class Executor:
             obj = self.cache.get(key)
             if obj is None or key in self.in_flight:
                 return
-        self.stats["reconciles"] += 1
+        self._count("reconciles")
         decided = plan(obj)
         actions = decided.actions
         if actions == ("add_finalizer",):
@@ -82,6 +84,10 @@ class Executor:
                 for keys in self.tracked.values():
                     keys.discard(key)
 
+    def _count(self, name, amount=1):
+        with self._lock:
+            self.stats[name] += amount
+
     def _enqueue(self, action, group, key):
         self.in_flight.add(key)
         self.pending[(action, group)].append(key)
@@ -92,7 +98,7 @@ class Executor:
         try:
             self.kube.set_finalizers(obj, finalizers)
         except Conflict:
-            self.stats["conflicts"] += 1
+            self._count("conflicts")
 
     def _release(self, obj):
         finalizers = [f for f in obj["metadata"].get("finalizers") or [] if f != FINALIZER]
@@ -139,10 +145,10 @@ class Executor:
         try:
             credentials = self._credentials(first)
             payload = self._payload(action, objects)
-            self.stats["runner_calls_%s" % action] += 1
+            self._count("runner_calls_%s" % action)
             started = self.clock()
             result = self.runner.run(action, backend, credentials, **payload)
-            self.stats["runner_seconds"] += self.clock() - started
+            self._count("runner_seconds", self.clock() - started)
         except Exception as exc:  # pylint: disable=broad-except
             # Whatever failed (secret, ConfigMap, runner), nothing was learned about the jobs:
             # mark the backend unreachable for these CRs and try again later.
@@ -191,9 +197,9 @@ class Executor:
         desired = desired_status(obj.get("status"), meta.get("generation"), **observed)
         patch = status_patch(obj.get("status"), desired)
         if patch is None:
-            self.stats["status_noops"] += 1
+            self._count("status_noops")
             return
-        self.stats["status_patches"] += 1
+        self._count("status_patches")
         updated = self.kube.patch_status(obj, patch["status"])
         if updated is not None:
             with self._lock:
@@ -204,52 +210,65 @@ class Executor:
                             "Warning" if desired["phase"] == "Failed" else "Normal")
 
     def _unreachable(self, objects, error):
-        for _key, obj in objects:
-            self._write(obj, reachable=False, backend_error=error)
+        self._each(lambda _key, obj: self._write(obj, reachable=False, backend_error=error), objects)
+
+    def _each(self, write_one, items):
+        """Write one status per item from the writer pool and wait for all of them.
+
+        A batch's status writes are independent requests; one after another they made 1,000
+        submissions take ~50 s on the batch thread (bench/controller_load.py).
+        """
+        for future in [self.writers.submit(write_one, *item) for item in items]:
+            future.result()
 
     def _apply_results(self, action, objects, result):
         by_identity = dict((item.get("identity"), item) for item in result.get("results") or [])
-        for key, obj in objects:
-            item = by_identity.get(identity_of(obj)) or {"failed": True, "error": {"kind": "server", "message": "no result"}}
-            error = item.get("error") or {}
-            if item.get("failed") and error.get("kind") not in REFUSED_KINDS:
-                self._write(obj, reachable=False, backend_error=error, message=item.get("msg"))
-                self.queue.add_after(key, RETRY_SECONDS)
-                continue
-            if item.get("failed"):
-                refused = {"phase": "failed", "failure_class": "rejected", "reason": error.get("reason")}
-                self._write(obj, job=refused, reachable=True, message=item.get("msg"))
-                continue
-            self.stats["%s_done" % action] += 1
-            job = item.get("job")
-            if action == "cancel" and job is None:
-                job = {"phase": "cancelled", "failure_class": "cancelled", "reason": "never submitted"}
-            self._write(obj, job=job, reachable=True, submitted=job is not None and job.get("job_id") is not None,
-                        message=(item.get("job") or {}).get("reason") if action == "submit" else None)
-            if action == "cancel" and key in self.release_after_cancel:
-                self.release_after_cancel.discard(key)
-                with self._lock:
-                    current = self.cache.get(key, obj)
-                self._release(current)
+        missing = {"failed": True, "error": {"kind": "server", "message": "no result"}}
+        self._each(lambda key, obj: self._apply_result(action, key, obj, by_identity.get(identity_of(obj)) or missing),
+                   objects)
+
+    def _apply_result(self, action, key, obj, item):
+        error = item.get("error") or {}
+        if item.get("failed") and error.get("kind") not in REFUSED_KINDS:
+            self._write(obj, reachable=False, backend_error=error, message=item.get("msg"))
+            self.queue.add_after(key, RETRY_SECONDS)
+            return
+        if item.get("failed"):
+            refused = {"phase": "failed", "failure_class": "rejected", "reason": error.get("reason")}
+            self._write(obj, job=refused, reachable=True, message=item.get("msg"))
+            return
+        self._count("%s_done" % action)
+        job = item.get("job")
+        if action == "cancel" and job is None:
+            job = {"phase": "cancelled", "failure_class": "cancelled", "reason": "never submitted"}
+        self._write(obj, job=job, reachable=True, submitted=job is not None and job.get("job_id") is not None,
+                    message=(item.get("job") or {}).get("reason") if action == "submit" else None)
+        with self._lock:
+            release = action == "cancel" and key in self.release_after_cancel
+            self.release_after_cancel.discard(key)
+            current = self.cache.get(key, obj)
+        if release:
+            self._release(current)
 
     def _apply_poll(self, objects, result):
         if result.get("failed"):
             # The module ran but could not list the jobs (slurmrestd down, 5xx, ...): nothing was
             # learned about them, so the backend is unreachable, not "no longer knows this job".
             error = result.get("error") or {}
-            self.stats["polls_failed"] += 1
+            self._count("polls_failed")
             self._unreachable(objects, {"type": error.get("type") or "PollFailed",
                                         "message": str(result.get("msg") or error.get("message") or "")[:500]})
             return
         jobs = result.get("jobs") or {}
-        self.stats["polls"] += 1
-        for key, obj in objects:
-            job = jobs.get(identity_of(obj))
-            if job is None:
-                self._write(obj, reachable=True, message="the backend no longer knows this job")
-                continue
-            self._write(obj, job=job, reachable=True)
-            if job.get("terminal"):
-                with self._lock:
-                    for keys in self.tracked.values():
-                        keys.discard(key)
+        self._count("polls")
+        self._each(lambda key, obj: self._apply_polled(key, obj, jobs.get(identity_of(obj))), objects)
+
+    def _apply_polled(self, key, obj, job):
+        if job is None:
+            self._write(obj, reachable=True, message="the backend no longer knows this job")
+            return
+        self._write(obj, job=job, reachable=True)
+        if job.get("terminal"):
+            with self._lock:
+                for keys in self.tracked.values():
+                    keys.discard(key)
