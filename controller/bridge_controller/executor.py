@@ -16,7 +16,6 @@ from bridge_controller.reconcile import FINALIZER, plan
 from bridge_controller.spec import backend_key, backend_of, identity_of, job_params, key_of, poll_interval
 from bridge_controller.status import desired_status, status_patch
 
-BackendGroup = collections.namedtuple("BackendGroup", "backend secret namespace")
 REFUSED_KINDS = ("invalid_spec", "rejected", "already_exists", "not_found")
 RETRY_SECONDS = 15
 

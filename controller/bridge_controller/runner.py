@@ -12,7 +12,6 @@ path alone is passed, and the file is removed as soon as the playbook ends.
 import json
 import os
 import tempfile
-import threading
 import uuid
 
 PLAYBOOKS = {"submit": "bridgejob_submit.yml", "poll": "bridgejob_poll.yml", "cancel": "bridgejob_cancel.yml"}
@@ -83,7 +82,6 @@ class AnsibleRunner:
         self.collections_path = collections_path
         self.rotate_artifacts = rotate_artifacts
         self.python = python
-        self._lock = threading.Lock()
         os.makedirs(work_dir, exist_ok=True)
         remove_stale_credentials()
 

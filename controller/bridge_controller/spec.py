@@ -32,9 +32,9 @@ DEFAULT_POLL_INTERVAL = 30
 
 
 def key_of(obj):
-    """The work-queue key of a CR: namespace/name."""
-    meta = obj["metadata"]
-    return "%s/%s" % (meta.get("namespace", ""), meta["name"])
+    """The queue and cache key of a namespaced object: "namespace/name"."""
+    metadata = obj.get("metadata") or {}
+    return "%s/%s" % (metadata.get("namespace", ""), metadata.get("name", ""))
 
 
 def identity_of(obj):

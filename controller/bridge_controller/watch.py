@@ -30,6 +30,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from bridge_controller.spec import key_of as object_key
+
 LOG = logging.getLogger(__name__)
 
 GROUP = "bridge.dev"
@@ -49,12 +51,6 @@ class ResourceExpired(Exception):
 
 class WatchError(Exception):
     """The watch stream carried an ERROR event other than 410; resume after a backoff."""
-
-
-def object_key(obj: Dict[str, Any]) -> str:
-    """The queue and cache key of a namespaced object: "namespace/name"."""
-    metadata = obj.get("metadata") or {}
-    return "%s/%s" % (metadata.get("namespace", ""), metadata.get("name", ""))
 
 
 def without_managed_fields(obj: Dict[str, Any]) -> Dict[str, Any]:

@@ -254,7 +254,7 @@ class RayClient:
         self._packages = set()
         self._alive = None
 
-    def _call(self, method, path, verb, obj, ident=None, json=None, params=None, idempotent=None, content=None):
+    def _call(self, method, path, verb, obj, ident=None, json=None, params=None, idempotent=None):
         response = self.transport.request(method, path, params=params, json=json, idempotent=idempotent,
                                           verb=verb, obj=obj, ident=ident)
         return self._check(response, verb, obj, ident)

@@ -428,7 +428,6 @@ def check_fits(spec, partitions, nodes):
         return
     by_name = dict((p["name"], p) for p in partitions)
     names = ", ".join(sorted(by_name))
-    resources = spec["resources"]
     requested = spec["queue"]
     if requested:
         # Slurm accepts a comma list and runs the job in the first partition that fits.
