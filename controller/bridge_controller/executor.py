@@ -1,8 +1,9 @@
 """Carry out reconcile's plans: finalizers at once, backend work in per-backend batches.
 
 Workers never wait for a backend. A plan's submit or cancel joins the batch of its backend and
-action, flushed every `batch_window` seconds as one runner invocation (one module run for all its
-CRs). Polling is driven per backend, not per CR: every tracked job of a backend is read with one
+action; the batch thread wakes when work arrives, gathers for `batch_window` seconds and runs each
+batch as one runner invocation (one module run for all its CRs). What arrives while a batch runs
+forms the next one, so a burst needs few invocations and a lone CR waits only `batch_window`. Polling is driven per backend, not per CR: every tracked job of a backend is read with one
 runner call, hence one list request, per poll interval, whatever the number of CRs. A CR whose work
 is in a batch is "in flight" and is not planned again until its results are written.
 """
@@ -21,7 +22,7 @@ RETRY_SECONDS = 15
 
 
 class Executor:
-    def __init__(self, kube, runner, queue, batch_window=0.2, max_batch=500, clock=time.monotonic, status_writers=8):
+    def __init__(self, kube, runner, queue, batch_window=0.05, max_batch=500, clock=time.monotonic, status_writers=8):
         self.kube = kube
         self.runner = runner
         self.queue = queue
@@ -35,6 +36,8 @@ class Executor:
         self.tracked = collections.defaultdict(set)        # backend key -> CR keys being polled
         self.next_poll = {}                                # backend key -> monotonic time
         self.stats = collections.Counter()
+        self.work_ready = threading.Event()              # set when a batch has work
+        self.backends_seen = set()
         self.writers = concurrent.futures.ThreadPoolExecutor(max_workers=status_writers, thread_name_prefix="bridge-status")
         self._lock = threading.Lock()
 
@@ -50,7 +53,19 @@ class Executor:
                     keys.discard(key)
                 return
             self.cache[key] = obj
+            group = backend_key(obj)
+            new_backend = group not in self.backends_seen
+            self.backends_seen.add(group)
+        if new_backend and hasattr(self.runner, "prepare"):
+            # Warm the runner for this backend now, off the watch thread, not at its first submit.
+            threading.Thread(target=self._prepare, args=(obj,), name="bridge-prepare", daemon=True).start()
         self.queue.add(key)
+
+    def _prepare(self, obj):
+        try:
+            self.runner.prepare(self._connection(obj))
+        except Exception:  # pylint: disable=broad-except
+            pass  # an optimisation only: the first batch then starts its playbook itself
 
     def reconcile(self, key):
         """Plan one CR and carry out what does not need its backend; queue the rest."""
@@ -90,6 +105,19 @@ class Executor:
     def _enqueue(self, action, group, key):
         self.in_flight.add(key)
         self.pending[(action, group)].append(key)
+        self.work_ready.set()
+
+    def wait_for_work(self, timeout):
+        """Block until a batch has work or `timeout` passed; True when there is work."""
+        ready = self.work_ready.wait(timeout)
+        self.work_ready.clear()
+        return ready
+
+    def seconds_to_next_poll(self, now=None):
+        now = self.clock() if now is None else now
+        with self._lock:
+            due = [self.next_poll.get(group, now) for group, keys in self.tracked.items() if keys]
+        return max(0.0, min(due) - now) if due else None
 
     def _set_finalizers(self, obj, finalizers):
         from bridge_controller.kube import Conflict
@@ -140,8 +168,8 @@ class Executor:
             self._finish(keys)
             return
         first = objects[0][1]
-        backend = dict((k, v) for k, v in backend_of(first).items() if k in ("type", "url", "api_version", "validate_certs"))
         try:
+            backend = self._connection(first)
             credentials = self._credentials(first)
             payload = self._payload(action, objects)
             self._count("runner_calls_%s" % action)
@@ -159,6 +187,15 @@ class Executor:
         else:
             self._apply_results(action, objects, result)
         self._finish(keys)
+
+    def _connection(self, obj):
+        """What the runner connects with (the credentials apart): the same for a backend key's CRs."""
+        backend = backend_of(obj)
+        connection = dict((k, v) for k, v in backend.items() if k in ("type", "url", "api_version", "validate_certs"))
+        if backend["ca"]:
+            connection["ca_pem"] = self.kube.read_config_map_key(backend["namespace"], backend["ca"]["name"],
+                                                                 backend["ca"].get("key") or "ca.crt")
+        return connection
 
     def _credentials(self, obj):
         backend = backend_of(obj)

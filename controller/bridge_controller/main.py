@@ -21,6 +21,8 @@ from bridge_controller.runner import AnsibleRunner
 from bridge_controller.watch import BridgeJobWatcher, without_managed_fields
 
 LOG = logging.getLogger("bridge_controller")
+# The batch thread's longest sleep when nothing is due: how soon it notices a standby to replace.
+IDLE_TICK = 1.0
 
 
 def parse_args(argv):
@@ -29,7 +31,9 @@ def parse_args(argv):
     parser.add_argument("--namespace", help="watch one namespace only (default: all)")
     parser.add_argument("--selector", help="label selector: this controller handles only matching BridgeJobs (sharding)")
     parser.add_argument("--workers", type=int, default=8, help="reconcile workers (default 8)")
-    parser.add_argument("--batch-window", type=float, default=0.5, help="seconds submits and cancels gather into one batch")
+    parser.add_argument("--batch-window", type=float, default=0.05,
+                        help="seconds a batch gathers after its first submit or cancel arrives; what arrives while a "
+                             "batch runs joins the next one (default 0.05)")
     parser.add_argument("--max-batch", type=int, default=500, help="jobs per runner invocation at most")
     parser.add_argument("--playbook-dir", default=os.environ.get("BRIDGE_PLAYBOOK_DIR", "/usr/share/bridge/playbooks"))
     parser.add_argument("--work-dir", "--runner-dir", dest="work_dir", default=os.environ.get("BRIDGE_WORK_DIR", "/tmp/bridge-runner"),
@@ -37,6 +41,11 @@ def parse_args(argv):
     parser.add_argument("--collections-path", default=os.environ.get("ANSIBLE_COLLECTIONS_PATH"))
     parser.add_argument("--python", default=sys.executable, help="interpreter for the modules")
     parser.add_argument("--rotate-artifacts", type=int, default=50)
+    parser.add_argument("--standby", default="submit",
+                        help="comma-separated actions (submit, poll, cancel) whose playbook is started ahead of its "
+                             "work, so that it only waits for the backend; empty for none (default: submit)")
+    parser.add_argument("--max-standby", type=int, default=2,
+                        help="standby playbooks kept at most, for the backends used last (~150 MiB each)")
     parser.add_argument("--port", "--http-port", dest="port", type=int, default=8080, help="/healthz, /readyz and /metrics")
     parser.add_argument("--bind-address", default="0.0.0.0", help="address of that endpoint (probes reach the pod IP)")
     parser.add_argument("--leader-elect", action="store_true", help="act only while holding the Lease")
@@ -87,8 +96,10 @@ def main(argv=None):
         config.load_incluster_config()
     api_client = client.ApiClient()
     queue = WorkQueue(max_workers=args.workers)
+    standby = [action for action in args.standby.split(",") if action]
     runner = AnsibleRunner(args.playbook_dir, args.work_dir, collections_path=args.collections_path,
-                           rotate_artifacts=args.rotate_artifacts, python=args.python)
+                           rotate_artifacts=args.rotate_artifacts, python=args.python, standby=standby,
+                           max_standby=args.max_standby)
     executor = Executor(KubeApi(api_client), runner, queue, batch_window=args.batch_window, max_batch=args.max_batch)
     # managedFields are half of every object and the controller never reads them (measured: 10,000
     # cached BridgeJobs take 196 MiB with them, 84 MiB without).
@@ -99,13 +110,18 @@ def main(argv=None):
 
     def tick():
         # Batches and polls run here, one at a time; workers only plan and never wait on a backend.
-        while not stopping.wait(args.batch_window):
+        while not stopping.is_set():
+            until_poll = executor.seconds_to_next_poll()
+            if executor.wait_for_work(IDLE_TICK if until_poll is None else min(until_poll, IDLE_TICK)):
+                stopping.wait(args.batch_window)  # let the first arrival's company join its batch
             try:
                 executor.flush()
                 executor.poll_due()
+                runner.refresh()
             except Exception:  # pylint: disable=broad-except
                 LOG.exception("batch failed")
         executor.flush()
+        runner.close()
 
     threads = []
 
@@ -133,6 +149,7 @@ def main(argv=None):
     def shut_down(*_signal):
         LOG.info("shutting down: finishing the running playbook")
         stopping.set()
+        executor.work_ready.set()
 
     signal.signal(signal.SIGTERM, shut_down)
     signal.signal(signal.SIGINT, shut_down)

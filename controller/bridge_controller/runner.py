@@ -4,38 +4,33 @@
 one backend at once, each returning the module's own result. `AnsibleRunner` runs
 playbooks/bridgejob_*.yml with ansible-runner; `FakeRunner` answers from memory for loop tests.
 
-Credentials never reach extra vars or the environment (ansible-runner writes both to disk, the
-environment even into artifacts/<ident>/command): they go into a 0600 JSON file on tmpfs whose
-path alone is passed, and the file is removed as soon as the playbook ends.
+The work and the credentials reach the module through a named pipe (module_utils/_handoff.py),
+never through extra vars or the environment: ansible-runner writes both to disk, the environment
+even into artifacts/<ident>/command. The pipe also lets a playbook start before its work exists.
+A standby per backend and action (submit, by default) waits with ansible-playbook and the module
+already loaded, so an idle controller's submit costs its requests, not the ~1.4 s start.
 """
 
+import collections
+import errno
+import fcntl
+import hashlib
 import json
 import os
-import tempfile
+import shutil
+import threading
+import time
 import uuid
 
 PLAYBOOKS = {"submit": "bridgejob_submit.yml", "poll": "bridgejob_poll.yml", "cancel": "bridgejob_cancel.yml"}
 TASK_NAME = "Bridge"
-SHM = "/dev/shm"
+HANDOFF_KEYS = ("user", "token")
+# The module gives up waiting after its handoff_timeout (900 s): a standby this old is not used.
+STANDBY_MAX_AGE = 600
 
 
 class RunnerError(Exception):
     """The playbook did not produce a module result (it failed before or around the module)."""
-
-
-def credentials_dir(directory=SHM):
-    return directory if os.path.isdir(directory) else tempfile.gettempdir()
-
-
-def write_credentials(credentials, directory=SHM):
-    """A 0600 file holding the credentials, in memory-backed storage where the machine has it.
-
-    Its name carries the writer's pid, so that files left by a killed controller can be told apart.
-    """
-    fd, path = tempfile.mkstemp(prefix="bridge-cred-%d-" % os.getpid(), dir=credentials_dir(directory))
-    with os.fdopen(fd, "w") as handle:
-        json.dump(credentials or {}, handle)
-    return path
 
 
 def module_result(events):
@@ -50,69 +45,201 @@ def module_result(events):
     return None
 
 
-def remove_stale_credentials(directory=SHM):
-    """Remove credential files of writers that are gone (a SIGKILL skips the `finally` that unlinks).
+def handoff_document(action, credentials, jobs=None, identities=None, wait_timeout=120):
+    """What the module of `action` reads from its pipe: its work and the credentials."""
+    document = dict((key, value) for key, value in (credentials or {}).items() if key in HANDOFF_KEYS and value)
+    if action == "poll":
+        document["identities"] = list(identities)
+    else:
+        document["jobs"] = list(jobs)
+    if action == "cancel":
+        document["wait_timeout"] = int(wait_timeout)
+    return document
 
-    Called at start, before this process wrote any: a file with our own pid is stale too (in a
-    container the restarted controller often gets the dead one's pid). Files of live processes stay.
+
+def write_to_pipe(pipe, data, alive, timeout=120.0, clock=time.monotonic):
+    """Write `data` to the reader of the named pipe `pipe`, waiting for one while `alive()` says so.
+
+    False when no reader came (the playbook ended first, or in `timeout`) or the reader went away
+    before taking everything: then it acted on nothing, since the module only acts on a whole
+    document.
     """
-    directory = credentials_dir(directory)
-    removed = []
-    for name in os.listdir(directory):
-        parts = name.split("-")
-        if not name.startswith("bridge-cred-") or len(parts) < 4 or not parts[2].isdigit():
-            continue
-        pid = int(parts[2])
-        if pid != os.getpid() and os.path.exists("/proc/%d" % pid):
-            continue
+    deadline = clock() + timeout
+    while True:
         try:
-            os.unlink(os.path.join(directory, name))
-            removed.append(name)
+            fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return False  # the pipe was removed: nobody can read it any more
+            if exc.errno != errno.ENXIO:
+                raise
+        if not alive() or clock() > deadline:
+            return False
+        time.sleep(0.01)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except BrokenPipeError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+class Started:
+    """One playbook run: started, waiting on its pipe for work or doing it."""
+
+    def __init__(self, pipe, thread, runner, started_at):
+        self.pipe, self.thread, self.runner, self.started_at = pipe, thread, runner, started_at
+
+    def alive(self):
+        return self.thread.is_alive()
+
+    def finish(self):
+        self.thread.join()
+        try:
+            os.unlink(self.pipe)
         except OSError:
-            pass  # another user's, or gone already
-    return removed
+            pass
+        return self.runner
 
 
 class AnsibleRunner:
-    """One ansible-runner invocation per batch; each gets its own ident, old artifacts rotate out."""
+    """ansible-runner invocations, one per batch, each with its own ident; old artifacts rotate out.
 
-    def __init__(self, playbook_dir, work_dir, collections_path=None, rotate_artifacts=50, python=None):
+    Each action has its own private data dir, so that rotating one action's artifacts never
+    removes those of a standby of another that is still running.
+    """
+
+    def __init__(self, playbook_dir, work_dir, collections_path=None, rotate_artifacts=50, python=None,
+                 standby=("submit",), max_standby=2, clock=time.monotonic):
         self.playbook_dir = playbook_dir
         self.work_dir = work_dir
         self.collections_path = collections_path
         self.rotate_artifacts = rotate_artifacts
         self.python = python
-        os.makedirs(work_dir, exist_ok=True)
-        remove_stale_credentials()
+        self.standby_actions = tuple(standby)
+        # A standby holds ansible-playbook and the module in memory (~150 MiB): a few at most,
+        # for the backends used last.
+        self.max_standby = max_standby
+        self.clock = clock
+        self.pipe_dir = os.path.join(work_dir, "handoff")
+        # Pipes left by an earlier process: they never hold data, only a path for a reader.
+        shutil.rmtree(self.pipe_dir, ignore_errors=True)
+        os.makedirs(self.pipe_dir, mode=0o700)
+        for action in PLAYBOOKS:
+            os.makedirs(os.path.join(work_dir, action), exist_ok=True)
+        self._standby = collections.OrderedDict()   # (action, backend) -> Started, least recently used first
+        self._lock = threading.Lock()
+        self._closed = False
 
-    def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120):
+    def _connection(self, backend):
+        """The playbooks' `backend` extra var: a CA bundle given as text becomes a file (it is public)."""
+        backend = dict(backend)
+        pem = backend.pop("ca_pem", None)
+        if pem:
+            directory = os.path.join(self.work_dir, "ca")
+            os.makedirs(directory, exist_ok=True)
+            path = os.path.join(directory, hashlib.sha256(pem.encode("utf-8")).hexdigest()[:32] + ".pem")
+            if not os.path.exists(path):
+                with open(path + ".tmp", "w") as handle:
+                    handle.write(pem)
+                os.replace(path + ".tmp", path)
+            backend["ca_path"] = path
+        return backend
+
+    def _start(self, action, backend):
         import ansible_runner  # the controller needs it; unit tests of the pure parts do not
 
-        extravars = {"backend": backend}
-        if action == "poll":
-            extravars["identities"] = list(identities)
-        else:
-            extravars["jobs"] = list(jobs)
-            extravars["wait_timeout"] = wait_timeout
-        path = write_credentials(credentials)
-        envvars = {"BRIDGE_CREDENTIALS": path, "ANSIBLE_LOCALHOST_WARNING": "0",
-                   "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0"}
+        pipe = os.path.join(self.pipe_dir, "%s-%s" % (action, uuid.uuid4().hex[:12]))
+        os.mkfifo(pipe, 0o600)
+        envvars = {"BRIDGE_HANDOFF": pipe, "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0"}
         if self.collections_path:
             envvars["ANSIBLE_COLLECTIONS_PATH"] = self.collections_path
         if self.python:
             envvars["ANSIBLE_PYTHON_INTERPRETER"] = self.python
-        try:
-            result = ansible_runner.run(
-                private_data_dir=self.work_dir, project_dir=self.playbook_dir, playbook=PLAYBOOKS[action],
-                inventory="localhost ansible_connection=local", extravars=extravars, envvars=envvars,
-                ident="%s-%s" % (action, uuid.uuid4().hex[:12]), rotate_artifacts=self.rotate_artifacts,
-                suppress_env_files=True, quiet=True)
-        finally:
-            os.unlink(path)
-        res = module_result(result.events)
+        thread, runner = ansible_runner.run_async(
+            private_data_dir=os.path.join(self.work_dir, action), project_dir=self.playbook_dir,
+            playbook=PLAYBOOKS[action], inventory="localhost ansible_connection=local",
+            extravars={"backend": self._connection(backend)}, envvars=envvars, ident="%s-%s" % (action, uuid.uuid4().hex[:12]),
+            rotate_artifacts=self.rotate_artifacts, suppress_env_files=True, quiet=True)
+        return Started(pipe, thread, runner, self.clock())
+
+    def _take_standby(self, key):
+        with self._lock:
+            started = self._standby.pop(key, None)
+        if started is None:
+            return None
+        if started.alive() and self.clock() - started.started_at < STANDBY_MAX_AGE:
+            return started
+        self._dismiss(started)
+        return None
+
+    def _dismiss(self, started):
+        # An empty document ends the module idle; the playbook then exits on its own.
+        write_to_pipe(started.pipe, b"", started.alive, timeout=5.0, clock=self.clock)
+        threading.Thread(target=started.finish, name="bridge-dismissed", daemon=True).start()
+
+    def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120):
+        data = json.dumps(handoff_document(action, credentials, jobs, identities, wait_timeout)).encode("utf-8")
+        key = (action, json.dumps(backend, sort_keys=True))
+        started = self._take_standby(key)
+        if started is None or not write_to_pipe(started.pipe, data, started.alive, clock=self.clock):
+            started = self._start(action, backend)
+            if not write_to_pipe(started.pipe, data, started.alive, clock=self.clock):
+                runner = started.finish()
+                raise RunnerError("%s playbook ended %s (rc %s) before it took its work" % (action, runner.status, runner.rc))
+        if action in self.standby_actions:
+            self._keep_standby(key, action, backend)
+        runner = started.finish()
+        res = module_result(runner.events)
         if res is None:
-            raise RunnerError("%s playbook ended %s (rc %s) without a module result" % (action, result.status, result.rc))
+            raise RunnerError("%s playbook ended %s (rc %s) without a module result" % (action, runner.status, runner.rc))
         return res
+
+    def _keep_standby(self, key, action, backend):
+        with self._lock:
+            if self._closed or key in self._standby:
+                return
+        started = self._start(action, backend)
+        dismissed = []
+        with self._lock:
+            if self._closed or key in self._standby:
+                dismissed.append(started)
+            else:
+                self._standby[key] = started
+                while len(self._standby) > self.max_standby:
+                    dismissed.append(self._standby.popitem(last=False)[1])
+        for extra in dismissed:
+            self._dismiss(extra)
+
+    def prepare(self, backend):
+        """Have standbys ready for a backend before its first batch (a new CR's backend)."""
+        for action in self.standby_actions:
+            self._keep_standby((action, json.dumps(backend, sort_keys=True)), action, backend)
+
+    def refresh(self):
+        """Replace standbys that ended or are about to give up waiting, so that idle stays warm."""
+        with self._lock:
+            stale = [(key, started) for key, started in self._standby.items()
+                     if not started.alive() or self.clock() - started.started_at >= STANDBY_MAX_AGE]
+            for key, _started in stale:
+                del self._standby[key]
+        for key, started in stale:
+            self._dismiss(started)
+            self._keep_standby(key, key[0], json.loads(key[1]))
+
+    def close(self):
+        """End every standby (each exits idle); a run in progress is not touched."""
+        with self._lock:
+            self._closed = True
+            standbys, self._standby = list(self._standby.values()), {}
+        for started in standbys:
+            self._dismiss(started)
+            started.finish()
 
 
 class FakeRunner:

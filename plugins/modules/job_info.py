@@ -15,10 +15,12 @@ description:
   - Reads the jobs carrying the given identities from one backend with a single list request,
     whatever their number, and returns them normalized like every Bridge job. This is how the
     BridgeJob controller polls every tracked job of a backend once per interval.
+  - With O(handoff_pipe), the handed-over object may hold C(identities), C(user) and C(token).
 author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.connection
+  - bridge.hpc.handoff
 options:
   backend:
     description:
@@ -29,9 +31,9 @@ options:
   identities:
     description:
       - Identities of the jobs to read.
+      - Required unless O(handoff_pipe) is set; the two are mutually exclusive.
     type: list
     elements: str
-    required: true
   include_native:
     description:
       - Keep the raw job objects under C(native).
@@ -85,6 +87,7 @@ requests:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.bridge.hpc.plugins.module_utils._handoff import HANDOFF_OPTIONS, handoff_or_exit
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import read_many
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     CLIENT_FACTORIES,
@@ -108,10 +111,13 @@ def main():
     options = dict(CONNECTION_OPTIONS)
     options.update(
         backend=dict(type="str", required=True, choices=sorted(CLIENT_FACTORIES)),
-        identities=dict(type="list", elements="str", required=True),
+        identities=dict(type="list", elements="str"),
         include_native=dict(type="bool", default=False),
     )
-    module = AnsibleModule(argument_spec=options, supports_check_mode=True)
+    options.update(HANDOFF_OPTIONS)
+    module = AnsibleModule(argument_spec=options, supports_check_mode=True, required_one_of=[("identities", "handoff_pipe")],
+                           mutually_exclusive=[("identities", "handoff_pipe")])
+    handoff_or_exit(module, {"identities": list, "user": str, "token": str}, idle_result={"jobs": {}, "missing": [], "requests": 0})
     main_for(module, CLIENT_FACTORIES[module.params["backend"]], read_jobs)
 
 

@@ -20,10 +20,12 @@ description:
     the others. The task fails when any item failed, unless O(fail_on_item_error=false).
   - Submitted jobs are reported as queued without reading each back; read them all at once with
     M(bridge.hpc.job_info).
+  - With O(handoff_pipe), the handed-over object may hold C(jobs), C(user), C(token) and C(wait_timeout).
 author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.connection
+  - bridge.hpc.handoff
 options:
   backend:
     description:
@@ -44,9 +46,9 @@ options:
         (C(script), C(name), C(identity), C(environment), C(working_directory), C(stdout), C(stderr),
         C(queue), C(account), C(qos), C(constraints), C(resources), C(backend_options)), with
         C(identity) required. With O(state=absent) an item needs its C(identity).
+      - Required unless O(handoff_pipe) is set; the two are mutually exclusive.
     type: list
     elements: dict
-    required: true
   wait:
     description:
       - With O(state=absent), wait until every cancelled job is finished, reading them all with one
@@ -148,6 +150,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
+from ansible_collections.bridge.hpc.plugins.module_utils._handoff import HANDOFF_OPTIONS, handoff_or_exit
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_many_absent, ensure_many_present
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     CLIENT_FACTORIES,
@@ -215,13 +218,17 @@ def main():
     options.update(
         backend=dict(type="str", required=True, choices=sorted(CLIENT_FACTORIES)),
         state=dict(type="str", default="present", choices=["present", "absent"]),
-        jobs=dict(type="list", elements="dict", required=True),
+        jobs=dict(type="list", elements="dict"),
         fail_on_item_error=dict(type="bool", default=True),
         wait=dict(type="bool", default=False),
         wait_timeout=dict(type="int", default=600),
         poll_interval=dict(type="float", default=5.0),
     )
-    module = AnsibleModule(argument_spec=options, supports_check_mode=True)
+    options.update(HANDOFF_OPTIONS)
+    module = AnsibleModule(argument_spec=options, supports_check_mode=True,
+                           required_one_of=[("jobs", "handoff_pipe")], mutually_exclusive=[("jobs", "handoff_pipe")])
+    handoff_or_exit(module, {"jobs": list, "user": str, "token": str, "wait_timeout": int},
+                    idle_result={"results": [], "failed_count": 0})
     main_for(module, CLIENT_FACTORIES[module.params["backend"]], run_batch)
 
 

@@ -1,29 +1,82 @@
+import json
 import os
-import stat
+import threading
 
-from bridge_controller.runner import FakeRunner, module_result, remove_stale_credentials, write_credentials
+from ansible_collections.bridge.hpc.plugins.module_utils._handoff import read_handoff
+from bridge_controller.runner import FakeRunner, handoff_document, module_result, write_to_pipe
 
 from fake_backend import FakeBackend
 
 
-def test_credentials_file_is_private(tmp_path):
-    path = write_credentials({"token": "t"}, directory=str(tmp_path))
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert open(path).read() == '{"token": "t"}'
+def test_handoff_document_carries_the_work_and_only_the_credentials():
+    credentials = {"user": "alice", "token": "t", "ca.crt": "x", "empty": ""}
+    assert handoff_document("submit", credentials, jobs=[{"identity": "u"}]) == {
+        "user": "alice", "token": "t", "jobs": [{"identity": "u"}]}
+    assert handoff_document("poll", {}, identities=("a", "b")) == {"identities": ["a", "b"]}
+    assert handoff_document("cancel", {"token": "t"}, jobs=[], wait_timeout=30) == {"token": "t", "jobs": [], "wait_timeout": 30}
 
 
-def test_credentials_left_by_a_killed_controller_are_removed_at_start(tmp_path):
-    # A SIGKILLed controller never reaches the unlink: its file (token inside) stays on tmpfs.
-    mine = write_credentials({"token": "t"}, directory=str(tmp_path))
-    assert os.path.basename(mine).startswith("bridge-cred-%d-" % os.getpid())
-    dead = tmp_path / "bridge-cred-999999999-abc"       # no such pid
-    alive = tmp_path / ("bridge-cred-%d-abc" % os.getppid())   # a live writer keeps its file
-    other = tmp_path / "bridge-cred-abc"                 # not ours to judge
-    for path in (dead, alive, other):
-        path.write_text("{}")
-    removed = remove_stale_credentials(str(tmp_path))
-    assert sorted(removed) == sorted([dead.name, os.path.basename(mine)])
-    assert alive.exists() and other.exists() and not dead.exists() and not os.path.exists(mine)
+def reader(pipe, got, timeout=10):
+    thread = threading.Thread(target=lambda: got.append(read_handoff(pipe, timeout)))
+    thread.start()
+    return thread
+
+
+def test_a_document_passes_whole_through_the_pipe(tmp_path):
+    pipe = str(tmp_path / "pipe")
+    os.mkfifo(pipe, 0o600)
+    got = []
+    # Larger than a pipe's buffer: the writer blocks until the reader drains it.
+    document = {"jobs": [{"identity": "u%d" % i, "script": "x" * 1000} for i in range(200)], "token": "t"}
+    thread = reader(pipe, got)
+    assert write_to_pipe(pipe, json.dumps(document).encode("utf-8"), alive=lambda: True)
+    thread.join()
+    assert got == [document]
+
+
+def test_an_empty_write_ends_the_reader_idle(tmp_path):
+    pipe = str(tmp_path / "pipe")
+    os.mkfifo(pipe, 0o600)
+    got = []
+    thread = reader(pipe, got)
+    assert write_to_pipe(pipe, b"", alive=lambda: True)
+    thread.join()
+    assert got == [None]
+
+
+def test_the_reader_gives_up_after_its_timeout(tmp_path):
+    pipe = str(tmp_path / "pipe")
+    os.mkfifo(pipe, 0o600)
+    assert read_handoff(pipe, 0.05) is None
+
+
+def test_no_reader_and_a_finished_playbook_means_nothing_was_handed_over(tmp_path):
+    pipe = str(tmp_path / "pipe")
+    os.mkfifo(pipe, 0o600)
+    calls = []
+    assert write_to_pipe(pipe, b"{}", alive=lambda: calls.append(1) or len(calls) < 3) is False
+    assert len(calls) == 3
+
+
+def test_a_bad_document_is_a_spec_error(tmp_path):
+    from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
+
+    pipe = str(tmp_path / "pipe")
+    os.mkfifo(pipe, 0o600)
+    for data in (b"not json", b"[1]"):
+        errors = []
+
+        def read():
+            try:
+                read_handoff(pipe, 10)
+            except SpecError as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=read)
+        thread.start()
+        assert write_to_pipe(pipe, data, alive=lambda: True)
+        thread.join()
+        assert errors and errors[0].field == "handoff_pipe"
 
 
 def test_module_result_is_read_from_the_bridge_task_event():

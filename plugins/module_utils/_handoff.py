@@ -1,0 +1,97 @@
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Work handed to a running module through a named pipe. Internal to this collection.
+
+Starting ansible-playbook and a module costs about 1.4 s, far more than the requests a submit
+makes. The BridgeJob controller therefore starts its playbooks before the work exists: the module
+blocks on a named pipe and the controller writes the jobs (or identities) and the credentials into
+it when a CR arrives. The credentials so pass from process to process in memory and never rest in
+a file, extra vars or the environment.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fcntl
+import json
+import os
+import select
+
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, SpecError
+from ansible_collections.bridge.hpc.plugins.module_utils._module import fail_on_bridge_error
+
+HANDOFF_OPTIONS = dict(
+    handoff_pipe=dict(type="path"),
+    handoff_timeout=dict(type="int", default=900),
+)
+
+
+def read_handoff(path, timeout):
+    """The JSON document a writer puts into the named pipe `path`, or None when none came in time.
+
+    The pipe is opened without blocking, so that waiting is bounded by `timeout` even when no
+    writer ever opens it (a controller that died leaves its standby playbooks behind).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        readable, _writable, _failed = select.select([fd], [], [], timeout)
+        if not readable:
+            return None
+        # The writer is there: read to its end, blocking, however large the document.
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        chunks = []
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    if not chunks:
+        return None
+    try:
+        document = json.loads(b"".join(chunks).decode("utf-8"))
+    except ValueError as exc:
+        raise SpecError("handoff_pipe", "the handed-over document is not JSON: %s" % exc)
+    if not isinstance(document, dict):
+        raise SpecError("handoff_pipe", "the handed-over document must be a JSON object")
+    return document
+
+
+def take_handoff(module, allowed):
+    """Merge the handed-over document into module.params; False when nothing came in time.
+
+    `allowed` maps each key the document may hold to its type. A handed-over token joins the values
+    every module output is scrubbed of, as a no_log option's value does.
+    """
+    path = module.params.get("handoff_pipe")
+    if not path:
+        return True
+    if module.params.get("handoff_timeout") is None or module.params["handoff_timeout"] <= 0:
+        raise SpecError("handoff_timeout", "must be a positive number of seconds")
+    document = read_handoff(path, module.params["handoff_timeout"])
+    if document is None:
+        return False
+    unknown = sorted(set(document) - set(allowed))
+    if unknown:
+        raise SpecError("handoff_pipe", "unexpected keys %s in the handed-over document; allowed: %s"
+                        % (", ".join(unknown), ", ".join(sorted(allowed))))
+    if document.get("token"):
+        module.no_log_values.add(document["token"])
+    for key, value in document.items():
+        if value is not None and not isinstance(value, allowed[key]):
+            raise SpecError("handoff_pipe", "%s in the handed-over document must be a %s" % (key, allowed[key].__name__))
+    module.params.update(document)
+    return True
+
+
+def handoff_or_exit(module, allowed, idle_result):
+    """take_handoff for a module's main: a bad document fails the task; none at all ends it idle."""
+    try:
+        handed = take_handoff(module, allowed)
+    except BridgeError as exc:
+        fail_on_bridge_error(module, exc)
+    if not handed:
+        module.exit_json(changed=False, msg="nothing was handed over within handoff_timeout", **idle_result)

@@ -1,0 +1,60 @@
+import json
+import os
+import threading
+import uuid
+
+import pytest
+
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
+from ansible_collections.bridge.hpc.plugins.module_utils._handoff import take_handoff
+
+
+class Module:
+    def __init__(self, **params):
+        self.params = dict(handoff_timeout=10, **params)
+        self.no_log_values = set()
+
+
+def handed(tmp_path, document, allowed):
+    pipe = str(tmp_path / uuid.uuid4().hex)
+    os.mkfifo(pipe, 0o600)
+    module = Module(handoff_pipe=pipe, jobs=None, token=None)
+
+    def write():
+        with open(pipe, "w") as handle:
+            handle.write(json.dumps(document))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        return module, take_handoff(module, allowed)
+    finally:
+        writer.join()
+
+
+ALLOWED = {"jobs": list, "user": str, "token": str}
+
+
+def test_the_document_replaces_the_options_and_its_token_is_scrubbed(tmp_path):
+    module, took = handed(tmp_path, {"jobs": [{"identity": "u"}], "token": "s3cret"}, ALLOWED)
+    assert took and module.params["jobs"] == [{"identity": "u"}] and module.params["token"] == "s3cret"
+    assert "s3cret" in module.no_log_values
+
+
+def test_unknown_keys_and_wrong_types_are_refused_naming_them(tmp_path):
+    with pytest.raises(SpecError, match="unexpected keys password in the handed-over document; allowed: jobs, token, user"):
+        handed(tmp_path, {"password": "x"}, ALLOWED)
+    with pytest.raises(SpecError, match="jobs in the handed-over document must be a list"):
+        handed(tmp_path, {"jobs": "all"}, ALLOWED)
+
+
+def test_without_a_pipe_the_options_stand():
+    module = Module(handoff_pipe=None, jobs=[{"identity": "u"}])
+    assert take_handoff(module, ALLOWED) is True and module.params["jobs"] == [{"identity": "u"}]
+
+
+def test_the_timeout_must_be_positive(tmp_path):
+    module = Module(handoff_pipe=str(tmp_path / "pipe"))
+    module.params["handoff_timeout"] = 0
+    with pytest.raises(SpecError, match="handoff_timeout"):
+        take_handoff(module, ALLOWED)
