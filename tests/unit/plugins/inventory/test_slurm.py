@@ -16,7 +16,6 @@ import yaml
 from ansible.errors import AnsibleError, AnsibleParserError
 from ansible.inventory.data import InventoryData
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import inventory_loader
 from ansible.template import is_trusted_as_template
 
 from ansible_collections.bridge.hpc.plugins.inventory import slurm as plugin_module
@@ -27,6 +26,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.slurm import (
     normalize_node,
     normalize_partition,
 )
+from ansible_collections.bridge.hpc.tests.unit.plugins.inventory.harness import PluginRunner, cache_config, hostvars, members
 
 NAME = "bridge.hpc.slurm"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.secret-token-value"
@@ -106,43 +106,9 @@ def fake_client(monkeypatch):
     return FakeClient
 
 
-def make_plugin(seen_warnings=None):
-    """An InventoryModule set up the way the plugin loader does: option definitions from its docs."""
-    plugin = plugin_module.InventoryModule()
-    # The loader reads DOCUMENTATION (with the constructed and inventory_cache fragments) into the
-    # config manager and names the instance; without a collection finder we do both by hand.
-    inventory_loader._load_config_defs(NAME, plugin_module, plugin_module.__file__)
-    inventory_loader._update_object(obj=plugin, name=NAME, path=plugin_module.__file__, resolved=NAME)
-    if seen_warnings is not None:
-        display = copy.copy(plugin.display)
-        display.warning = lambda msg, *args, **kwargs: seen_warnings.append(msg)
-        plugin.display = display
-    return plugin
-
-
-def run(tmp_path, config, cache=True, seen_warnings=None, filename="cluster.slurm.yml"):
-    """Parse an inventory file with this config; returns the InventoryData."""
-    body = {"plugin": NAME, "url": "http://slurm.test:6820", "user": "bridge", "token": TOKEN}
-    body.update(config)
-    path = tmp_path / filename
-    path.write_text(yaml.safe_dump(body))
-    inventory = InventoryData()
-    plugin = make_plugin(seen_warnings)
-    assert plugin.verify_file(str(path))
-    plugin.parse(inventory, DataLoader(), str(path), cache=cache)
-    try:
-        plugin.update_cache_if_changed()
-    except AttributeError:
-        pass
-    return inventory
-
-
-def hostvars(inventory, host):
-    return inventory.get_host(host).get_vars()
-
-
-def members(inventory, group):
-    return sorted(h.name for h in inventory.groups[group].get_hosts())
+RUNNER = PluginRunner(plugin_module, NAME, {"url": "http://slurm.test:6820", "user": "bridge", "token": TOKEN}, "cluster.slurm.yml")
+make_plugin = RUNNER.make_plugin
+run = RUNNER.run
 
 
 # ---------------------------------------------------------------- file names
@@ -489,14 +455,6 @@ def test_real_client_discovers_version_and_reads_partitions(tmp_path, monkeypatc
 
 
 # ---------------------------------------------------------------- cache
-
-def cache_config(tmp_path, **extra):
-    # Short name: without a collection finder in unit tests, FQCNs of cache plugins do not resolve.
-    config = {"cache": True, "cache_plugin": "jsonfile",
-              "cache_connection": str(tmp_path / "cache"), "cache_timeout": 600}
-    config.update(extra)
-    return config
-
 
 def test_cache_hit_makes_no_client_call_and_rebuilds_groups(tmp_path, fake_client):
     run(tmp_path, cache_config(tmp_path))
