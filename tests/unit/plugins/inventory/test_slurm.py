@@ -19,14 +19,19 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import is_trusted_as_template
 
 from ansible_collections.bridge.hpc.plugins.inventory import slurm as plugin_module
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import ConnectionFailed
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm import (
     SlurmClient,
     normalize_node,
     normalize_partition,
 )
-from ansible_collections.bridge.hpc.tests.unit.plugins.inventory.harness import PluginRunner, cache_config, hostvars, members
+from ansible_collections.bridge.hpc.tests.unit.plugins.inventory.harness import (
+    InventoryPluginContract,
+    PluginRunner,
+    cache_config,
+    hostvars,
+    members,
+)
 
 NAME = "bridge.hpc.slurm"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.secret-token-value"
@@ -111,6 +116,17 @@ make_plugin = RUNNER.make_plugin
 run = RUNNER.run
 
 
+class TestSlurmAsEveryPlugin(InventoryPluginContract):
+    runner = RUNNER
+    manager = "Slurm"
+    url_var = "slurm_url"
+    host = "debug"
+    other_url = "http://other.test:6820"
+    missing_url = "needs the slurmrestd URL: set url in the inventory file or the environment variable SLURM_URL"
+    warning = "slurmrestd: v0.0.38 is deprecated"
+    read_call = "partitions"
+
+
 # ---------------------------------------------------------------- file names
 
 @pytest.mark.parametrize("name, wanted", [
@@ -121,10 +137,6 @@ def test_verify_file_accepts_slurm_yml_names(tmp_path, name, wanted):
     path = tmp_path / name
     path.write_text("plugin: bridge.hpc.slurm\n")
     assert make_plugin().verify_file(str(path)) is wanted
-
-
-def test_verify_file_rejects_missing_file(tmp_path):
-    assert not make_plugin().verify_file(str(tmp_path / "absent.slurm.yml"))
 
 
 # ---------------------------------------------------------------- hosts, hostvars, groups
@@ -381,25 +393,6 @@ def test_connection_options_and_env_fallbacks(tmp_path, monkeypatch, fake_client
     assert hostvars(inventory, "debug")["slurm_url"] == "http://env.test:6820"
 
 
-def test_token_may_be_a_template(tmp_path, fake_client):
-    run(tmp_path, {"token": "{{ 'abc' ~ 'def' }}"})
-    assert fake_client.instances[-1].token == "abcdef"
-
-
-def test_missing_url_is_a_clear_error(tmp_path):
-    path = tmp_path / "nourl.slurm.yml"
-    path.write_text("plugin: bridge.hpc.slurm\n")
-    with pytest.raises(AnsibleParserError, match="needs the slurmrestd URL: set url in the inventory file or the environment variable SLURM_URL"):
-        make_plugin().parse(InventoryData(), DataLoader(), str(path))
-
-
-def test_client_warnings_are_shown(tmp_path, fake_client):
-    fake_client.warnings_payload = ["slurmrestd: v0.0.38 is deprecated"]
-    seen = []
-    run(tmp_path, {}, seen_warnings=seen)
-    assert seen == ["bridge.hpc.slurm: slurmrestd: v0.0.38 is deprecated"]
-
-
 def real_client_answering(handler):
     """SlurmClient itself, its HTTP answered by handler: shows what the plugin makes of real errors."""
     def build(url, user=None, token=None, api_version=None, validate_certs=True, ca_path=None, timeout=30.0, retries=3):
@@ -423,16 +416,6 @@ def test_auth_failure_is_a_parser_error_without_the_token(tmp_path, monkeypatch)
                               "authentication failed")
     assert "(HTTP 401)" in message
     assert TOKEN not in message and "********" in message
-
-
-def test_connection_failure_is_a_parser_error(tmp_path, monkeypatch, fake_client):
-    def refuse(*args, **kwargs):
-        raise ConnectionFailed("connection refused", "list", "partitions", None, "Slurm", "http://slurm.test:6820")
-
-    monkeypatch.setattr(fake_client, "partitions", refuse)
-    with pytest.raises(AnsibleParserError, match="^bridge.hpc.slurm: Failed to list partitions on Slurm at http://slurm.test:6820: connection refused$"):
-        run(tmp_path, {})
-    assert fake_client.instances[-1].closed
 
 
 def test_real_client_discovers_version_and_reads_partitions(tmp_path, monkeypatch):
@@ -490,28 +473,6 @@ def test_flush_cache_reads_slurm_again_and_refreshes_the_cache(tmp_path, fake_cl
     inventory = run(tmp_path, cache_config(tmp_path))
     assert len(fake_client.instances) == 2
     assert members(inventory, "slurm_partitions") == ["debug"]
-
-
-def test_cache_for_another_url_is_not_used(tmp_path, fake_client):
-    run(tmp_path, cache_config(tmp_path))
-    inventory = run(tmp_path, cache_config(tmp_path, url="http://other.test:6820"))
-    assert len(fake_client.instances) == 2
-    assert hostvars(inventory, "debug")["slurm_url"] == "http://other.test:6820"
-
-
-def test_expired_cache_reads_slurm_again(tmp_path, fake_client):
-    run(tmp_path, cache_config(tmp_path))
-    cache_dir = tmp_path / "cache"
-    for name in os.listdir(str(cache_dir)):
-        os.utime(str(cache_dir / name), (1, 1))
-    run(tmp_path, cache_config(tmp_path))
-    assert len(fake_client.instances) == 2
-
-
-def test_cache_disabled_always_reads_slurm(tmp_path, fake_client):
-    run(tmp_path, {})
-    run(tmp_path, {})
-    assert len(fake_client.instances) == 2
 
 
 # ---------------------------------------------------------------- recorded responses
