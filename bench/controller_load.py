@@ -24,7 +24,6 @@ import argparse
 import concurrent.futures
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,12 +35,15 @@ import uuid
 from common import COLLECTIONS, REPO
 
 sys.path.insert(0, os.path.join(REPO, "controller"))
+# controller_support: the helpers the controller's integration tests use as well.
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
 from bridge_controller.reconcile import FINALIZER  # noqa: E402
 from bridge_controller.runner import AnsibleRunner  # noqa: E402
 from bridge_controller.status import desired_status  # noqa: E402
+from controller_support import (  # noqa: E402
+    GROUP, PLURAL, VERSION, descendants, free_port, install_crd, slurm_backend, slurm_namespace)
 
-GROUP, VERSION, PLURAL = "bridge.dev", "v1alpha1", "bridgejobs"
 KUBE_SCRIPT = os.path.join(REPO, "tools", "kube-control-plane.sh")
 SLURM_ENV = os.path.join(REPO, ".run", "slurm-26.05", "env")
 PLAYBOOKS = os.path.join(REPO, "playbooks")
@@ -60,40 +62,13 @@ def read_env(path):
     return env
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 # ---------------------------------------------------------------------------------------------- /proc
-
-
-def tree_pids(root):
-    """root and all its descendants, from /proc/*/stat."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry) as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    pids, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        pids.append(pid)
-        todo.extend(children.get(pid, ()))
-    return pids
 
 
 def tree_rss(root):
     """Sum of VmRSS over a process tree, bytes (shared pages are counted once per process)."""
     total = 0
-    for pid in tree_pids(root):
+    for pid in [root] + descendants(root):
         try:
             with open("/proc/%d/status" % pid) as handle:
                 for line in handle:
@@ -149,31 +124,13 @@ class Plane:
 
 
 def kube_clients(kubeconfig):
-    from kubernetes import client, config, utils
+    from kubernetes import client, config
 
     api_client = config.new_client_from_config(kubeconfig)
     # The pool must serve the creating threads without blocking on connections.
     api_client.rest_client.pool_manager.connection_pool_kw["maxsize"] = 32
-    try:
-        utils.create_from_yaml(api_client, os.path.join(REPO, "deploy", "crd.yaml"))
-    except utils.FailToCreateError as exc:
-        if not all(e.status == 409 for e in exc.api_exceptions):
-            raise
-    extensions = client.ApiextensionsV1Api(api_client)
-    for _attempt in range(200):
-        crd = extensions.read_custom_resource_definition("bridgejobs.bridge.dev")
-        if any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or [])):
-            break
-        time.sleep(0.1)
+    install_crd(api_client, attempts=200)
     return client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
-
-
-def make_namespace(core, name, slurm):
-    from kubernetes import client
-
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    core.create_namespaced_secret(name, client.V1Secret(
-        metadata=client.V1ObjectMeta(name="slurm"), string_data={"user": slurm["SLURM_USER"], "token": slurm["SLURM_JWT"]}))
 
 
 def bridgejob(name, slurm, finalizers=None):
@@ -181,8 +138,7 @@ def bridgejob(name, slurm, finalizers=None):
     if finalizers:
         meta["finalizers"] = finalizers
     return {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "BridgeJob", "metadata": meta,
-            "spec": {"backend": {"type": "slurm", "url": slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm"},
-                                 "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]},
+            "spec": {"backend": slurm_backend(slurm),
                      "script": SCRIPT, "queue": "debug", "resources": {"timeLimit": 1},
                      "backendOptions": {"slurm": {"hold": True}}, "pollInterval": POLL_INTERVAL}}
 
@@ -335,7 +291,7 @@ def controller_run(args, custom, kubeconfig, namespace, slurm, work):
 def cache_run(args, custom, core, kubeconfig, slurm, work):
     """RSS of a controller whose namespace holds `--tracked` CRs with a terminal status."""
     namespace = "bench-cache-%s" % uuid.uuid4().hex[:6]
-    make_namespace(core, namespace, slurm)
+    slurm_namespace(core, namespace, slurm)
     bodies = [bridgejob("cached-%05d" % i, slurm, finalizers=[FINALIZER]) for i in range(args.tracked)]
     t0 = time.monotonic()
     created = create_many(custom, namespace, bodies)
@@ -532,7 +488,7 @@ def main():
     try:
         kubeconfig = plane.start()
         core, custom = kube_clients(kubeconfig)
-        make_namespace(core, namespace, slurm)
+        slurm_namespace(core, namespace, slurm)
         print("private control plane %s; Slurm %s at %s; namespace %s; logs in %s" % (
             kubeconfig, slurm.get("SLURM_VERSION"), slurm["SLURM_URL"], namespace, work), flush=True)
         ctl = controller_run(args, custom, kubeconfig, namespace, slurm, work)

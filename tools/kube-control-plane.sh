@@ -32,12 +32,14 @@ CACHE_BASE=${XDG_CACHE_HOME:-$HOME/.cache}/bridge/kube
 # Bump when the way the binaries are built changes (flags, ldflags): it is part of the cache key.
 RECIPE=1
 TIMEOUT=${BRIDGE_KUBE_TIMEOUT:-90}
-PIDS=$RUN/pids
+PID_DIR=$RUN/pids
 PKI=$RUN/pki
 DAEMONS=(etcd kube-apiserver)
 
 die() { echo "kube-control-plane: $*" >&2; exit 1; }
 log() { echo "kube-control-plane: $*" >&2; }
+# shellcheck source=tools/lib/procs.sh
+source "$REPO/tools/lib/procs.sh"
 
 # `start` writes its ports to <run>/kube/settings; the other commands read them back.
 SETTINGS=$RUN/settings
@@ -166,34 +168,18 @@ build() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# Process bookkeeping (as in slurm-cluster.sh)
+# Process bookkeeping (starttime, recorded_alive, recorded_pid, terminate: tools/lib/procs.sh)
 # ---------------------------------------------------------------------------------------------
-starttime() {
-  local s f
-  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  read -ra f <<<"${s##*) }"
-  [[ ${f[0]} != Z ]] || return 1
-  echo "${f[19]}"
-}
-
-recorded_alive() {
-  local pf=$PIDS/$1.pid pid st
-  [[ -f $pf ]] || return 1
-  read -r pid st <"$pf" || return 1
-  [[ -n $pid && "$(starttime "$pid" 2>/dev/null)" == "$st" ]]
-}
-
-recorded_pid() { local pid _; read -r pid _ <"$PIDS/$1.pid"; echo "$pid"; }
 
 # setsid does not fork here (a background job of a non-interactive shell is no group leader),
 # so $! is the daemon.
 launch() {
   local name=$1; shift
-  mkdir -p "$PIDS" "$RUN/log"
+  mkdir -p "$PID_DIR" "$RUN/log"
   [[ -f $RUN/log/$name.log ]] && mv -f "$RUN/log/$name.log" "$RUN/log/$name.log.1"
   setsid "$@" </dev/null >"$RUN/log/$name.log" 2>&1 8>&- 9>&- &
   local pid=$!
-  echo "$pid $(starttime "$pid")" >"$PIDS/$name.pid"
+  echo "$pid $(starttime "$pid")" >"$PID_DIR/$name.pid"
 }
 
 wait_for() {
@@ -211,27 +197,12 @@ wait_for() {
   done
 }
 
-terminate() {
-  local wait=$1; shift
-  (($#)) || return 0
-  kill -TERM "$@" 2>/dev/null || true
-  local i p left
-  for ((i = 0; i < wait * 10; i++)); do
-    left=()
-    for p in "$@"; do starttime "$p" >/dev/null && left+=("$p"); done
-    ((${#left[@]})) || return 0
-    sleep 0.1
-  done
-  log "SIGKILL to ${left[*]}"
-  kill -KILL "${left[@]}" 2>/dev/null || true
-}
-
 # The apiserver first (it would log etcd errors while draining), then etcd.
 stop_processes() {
   local d
   for d in kube-apiserver etcd; do
     recorded_alive "$d" && terminate 20 "$(recorded_pid "$d")"
-    rm -f "$PIDS/$d.pid"
+    rm -f "$PID_DIR/$d.pid"
   done
   return 0
 }

@@ -43,6 +43,8 @@ unset RAY_AUTH_TOKEN RAY_AUTH_TOKEN_PATH RAY_JOB_START_TIMEOUT_SECONDS
 
 die() { echo "ray-cluster: $*" >&2; exit 1; }
 log() { echo "ray-cluster: $*" >&2; }
+# shellcheck source=tools/lib/procs.sh
+source "$REPO/tools/lib/procs.sh"
 
 # Ray puts unix sockets below <temp dir>/session_<date>_<pid>/sockets/ and a socket path may not
 # exceed 107 bytes, so the temp dir must stay short: <run>/ray/tmp when that is short enough, else
@@ -98,18 +100,8 @@ ensure_installed() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# Process bookkeeping
+# Process bookkeeping (starttime, terminate: tools/lib/procs.sh)
 # ---------------------------------------------------------------------------------------------
-# Start time (field 22 of /proc/PID/stat) of a live process; fails for a gone or zombie one.
-# comm may hold spaces, so split after ')'.
-starttime() {
-  local s f
-  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  read -ra f <<<"${s##*) }"
-  [[ ${f[0]} != Z ]] || return 1
-  echo "${f[19]}"
-}
-
 # "PID STARTTIME" lines of recorded processes that are still the same processes.
 recorded_alive_list() {
   local pid st
@@ -160,22 +152,6 @@ record_processes() {
     done
   } | sort -u -n >"$PIDS.tmp"
   mv -f "$PIDS.tmp" "$PIDS"
-}
-
-# terminate SECONDS PID...: SIGTERM all together, then SIGKILL what is left after SECONDS.
-terminate() {
-  local wait=$1; shift
-  (($#)) || return 0
-  kill -TERM "$@" 2>/dev/null || true
-  local i p left
-  for ((i = 0; i < wait * 10; i++)); do
-    left=()
-    for p in "$@"; do starttime "$p" >/dev/null && left+=("$p"); done
-    ((${#left[@]})) || return 0
-    sleep 0.1
-  done
-  log "SIGKILL to ${left[*]}"
-  kill -KILL "${left[@]}" 2>/dev/null || true
 }
 
 stop_processes() {

@@ -29,6 +29,8 @@ export DEBIAN_FRONTEND=noninteractive
 
 die() { echo "slurm-cluster: $*" >&2; exit 1; }
 log() { echo "slurm-cluster: $*" >&2; }
+# shellcheck source=tools/lib/procs.sh
+source "$REPO/tools/lib/procs.sh"
 
 # ---------------------------------------------------------------------------------------------
 # Per-version settings. Sets the globals used by everything below.
@@ -50,6 +52,8 @@ select_version() {
     *) die "unknown version '$VERSION' (expected 22.05, 24.11 or 26.05)" ;;
   esac
   RUN=$RUN_BASE/slurm-$VERSION
+  PID_DIR=$RUN/pids
+  PROCS_LOG_PREFIX="Slurm $VERSION: "
   if [[ -n $SUITE ]]; then
     ROOT=$CACHE/$SUITE
     D=/var/lib/bridge-slurm
@@ -70,27 +74,8 @@ target() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# Process bookkeeping
+# Process bookkeeping (starttime, recorded_alive, recorded_pid, terminate: tools/lib/procs.sh)
 # ---------------------------------------------------------------------------------------------
-# Start time (field 22 of /proc/PID/stat) of a live process; fails for a gone or zombie one
-# (pid 1 here reaps orphans only now and then). comm may hold spaces, so split after ')'.
-starttime() {
-  local s f
-  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  read -ra f <<<"${s##*) }"
-  [[ ${f[0]} != Z ]] || return 1
-  echo "${f[19]}"
-}
-
-# Alive = the pid exists and was started when we recorded it (a reused pid has another start time).
-recorded_alive() {
-  local pf=$RUN/pids/$1.pid pid st
-  [[ -f $pf ]] || return 1
-  read -r pid st <"$pf" || return 1
-  [[ -n $pid && "$(starttime "$pid" 2>/dev/null)" == "$st" ]]
-}
-
-recorded_pid() { local pid _; read -r pid _ <"$RUN/pids/$1.pid"; echo "$pid"; }
 
 # Start a foreground daemon detached from our session and record its pid. setsid does not fork
 # here (a background job of a non-interactive shell is no group leader), so $! is the daemon.
@@ -467,23 +452,6 @@ job_processes() {
   local d daemons=()
   for d in "${DAEMONS[@]}"; do recorded_alive "$d" && daemons+=("$(recorded_pid "$d")"); done
   cluster_processes | grep -vxF -f <(printf '%s\n' x "${daemons[@]}") || true
-}
-
-# terminate SECONDS PID...: SIGTERM all together (a daemon takes ~2 s to exit), then SIGKILL
-# what is left after SECONDS.
-terminate() {
-  local wait=$1; shift
-  (($#)) || return 0
-  kill -TERM "$@" 2>/dev/null || true
-  local i left
-  for ((i = 0; i < wait * 10; i++)); do
-    left=()
-    for p in "$@"; do starttime "$p" >/dev/null && left+=("$p"); done
-    ((${#left[@]})) || return 0
-    sleep 0.1
-  done
-  log "Slurm $VERSION: SIGKILL to ${left[*]}"
-  kill -KILL "${left[@]}" 2>/dev/null || true
 }
 
 stop_processes() {

@@ -162,12 +162,10 @@ keyed_groups:
 #         script: "#!/bin/bash\nhostname"
 """
 
-from ansible.errors import AnsibleParserError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError
-from ansible_collections.bridge.hpc.plugins.module_utils._transport import HAS_HTTPX
 from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient
 from ansible_collections.bridge.hpc.plugins.plugin_utils._inventory import InventorySource, without_native
 
@@ -247,35 +245,26 @@ class InventoryModule(InventorySource, BaseInventoryPlugin, Constructable, Cache
     SOURCE_OPTIONS = ("url",)
     URL_VAR = "ray_url"
     HOSTS = "nodes"
+    URL_NAME = "the Ray dashboard URL"
+    URL_ENV = "RAY_ADDRESS"
     # Bump when the cached payload changes shape, so an old cache entry is read again from Ray.
     PAYLOAD_FORMAT = 1
 
     # -- reading Ray (parse() and the cache: InventorySource)
 
+    def _client(self, source):
+        return RayClient(
+            source["url"], token=self._option("token"), validate_certs=self.get_option("validate_certs"),
+            ca_path=self.get_option("ca_path"), timeout=self.get_option("timeout"),
+            retries=self.get_option("retries"))
+
     def _fetch(self, source):
-        if not HAS_HTTPX:
-            raise AnsibleParserError("bridge.hpc.ray needs the Python library httpx on the controller "
-                                     "(pip install httpx)")
-        if not source["url"]:
-            raise AnsibleParserError("bridge.hpc.ray needs the Ray dashboard URL: set url in the "
-                                     "inventory file or the environment variable RAY_ADDRESS")
-        client = None
-        try:
-            client = RayClient(
-                source["url"], token=self._option("token"), validate_certs=self.get_option("validate_certs"),
-                ca_path=self.get_option("ca_path"), timeout=self.get_option("timeout"),
-                retries=self.get_option("retries"))
+        def read(client):
             version = client.version().get("ray_version")
             nodes = client.nodes()
-            usage, resources = self._usage(client, nodes)
-            for warning in client.warnings:
-                self.display.warning("bridge.hpc.ray: %s" % warning)
-        except BridgeError as exc:
-            # The client scrubs the token from every message it builds.
-            raise AnsibleParserError("bridge.hpc.ray: %s" % to_native(exc))
-        finally:
-            if client is not None:
-                client.close()
+            return (version, nodes) + self._usage(client, nodes)
+
+        version, nodes, usage, resources = self._read(source, read)
         for node in nodes:
             node["state_message"] = node["native"].get("state_message")
         return {

@@ -193,12 +193,9 @@ extra_features:
 """
 
 from ansible.errors import AnsibleParserError
-from ansible.module_utils.common.text.converters import to_native
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError
-from ansible_collections.bridge.hpc.plugins.module_utils._transport import HAS_HTTPX
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
 from ansible_collections.bridge.hpc.plugins.plugin_utils._inventory import InventorySource, without_native
 
@@ -284,37 +281,28 @@ class InventoryModule(InventorySource, BaseInventoryPlugin, Constructable, Cache
     SOURCE_OPTIONS = ("url", "user", "api_version")
     URL_VAR = "slurm_url"
     HOSTS = "partitions"
+    URL_NAME = "the slurmrestd URL"
+    URL_ENV = "SLURM_URL"
     # Bump when the cached payload changes shape, so an old cache entry is read again from Slurm.
     PAYLOAD_FORMAT = 1
 
     # -- reading Slurm (parse() and the cache: InventorySource)
 
+    def _client(self, source):
+        return SlurmClient(
+            source["url"], user=source["user"], token=self._option("token"),
+            api_version=source["api_version"], validate_certs=self.get_option("validate_certs"),
+            ca_path=self.get_option("ca_path"), timeout=self.get_option("timeout"),
+            retries=self.get_option("retries"))
+
     def _fetch(self, source):
-        if not HAS_HTTPX:
-            raise AnsibleParserError("bridge.hpc.slurm needs the Python library httpx on the controller "
-                                     "(pip install httpx)")
-        if not source["url"]:
-            raise AnsibleParserError("bridge.hpc.slurm needs the slurmrestd URL: set url in the "
-                                     "inventory file or the environment variable SLURM_URL")
-        client = None
-        try:
-            client = SlurmClient(
-                source["url"], user=source["user"], token=self._option("token"),
-                api_version=source["api_version"], validate_certs=self.get_option("validate_certs"),
-                ca_path=self.get_option("ca_path"), timeout=self.get_option("timeout"),
-                retries=self.get_option("retries"))
+        def read(client):
             partitions = client.partitions()
             nodes = client.nodes()
-            api_version = client.api_version
             cluster = cluster_name(partitions, nodes) or getattr(client, "cluster", None)
-            for warning in client.warnings:
-                self.display.warning("bridge.hpc.slurm: %s" % warning)
-        except BridgeError as exc:
-            # The client scrubs the token from every message it builds.
-            raise AnsibleParserError("bridge.hpc.slurm: %s" % to_native(exc))
-        finally:
-            if client is not None:
-                client.close()
+            return partitions, nodes, client.api_version, cluster
+
+        partitions, nodes, api_version, cluster = self._read(source, read)
         return {
             "format": self.PAYLOAD_FORMAT,
             "source": source,

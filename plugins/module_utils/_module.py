@@ -71,12 +71,31 @@ def ray_connection_options():
     return options
 
 
-def job_module_options(connection):
+JOB_INFO_OPTIONS = dict(
+    job_id=dict(type="str"),
+    identity=dict(type="str"),
+    name=dict(type="str"),
+    phases=dict(type="list", elements="str", choices=["queued", "running", "completed", "failed", "cancelled"]),
+    include_native=dict(type="bool", default=False),
+)
+
+
+def job_module_args(connection, **extra_options):
+    """AnsibleModule arguments of a module that makes a job present or absent (run_job)."""
     options = copy.deepcopy(connection)
     options.update(copy.deepcopy(JOB_SPEC_OPTIONS))
     options.update(copy.deepcopy(WAIT_OPTIONS))
     options.update(copy.deepcopy(JOB_STATE_OPTIONS))
-    return options
+    options.update(extra_options)
+    return dict(argument_spec=options, mutually_exclusive=[("script", "script_file")], supports_check_mode=True)
+
+
+def job_info_module_args(connection, **extra_options):
+    """AnsibleModule arguments of a module that reads one job (job_id or identity) or filters the list."""
+    options = copy.deepcopy(connection)
+    options.update(copy.deepcopy(JOB_INFO_OPTIONS))
+    options.update(extra_options)
+    return dict(argument_spec=options, mutually_exclusive=[("job_id", "identity")], supports_check_mode=True)
 
 
 def require_httpx(module):

@@ -162,20 +162,15 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     CLIENT_FACTORIES,
     CONNECTION_OPTIONS,
-    job_module_options,
+    job_module_args,
     main_for,
     run_job,
 )
 
 
 def main():
-    options = job_module_options(CONNECTION_OPTIONS)
-    options["backend"] = dict(type="str", required=True, choices=sorted(CLIENT_FACTORIES))
-    module = AnsibleModule(
-        argument_spec=options,
-        mutually_exclusive=[("script", "script_file")],
-        supports_check_mode=True,
-    )
+    backend = dict(type="str", required=True, choices=sorted(CLIENT_FACTORIES))
+    module = AnsibleModule(**job_module_args(CONNECTION_OPTIONS, backend=backend))
     main_for(module, CLIENT_FACTORIES[module.params["backend"]], run_job)
 
 

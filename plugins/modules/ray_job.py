@@ -124,7 +124,7 @@ error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
-    job_module_options,
+    job_module_args,
     main_for,
     ray_client,
     ray_connection_options,
@@ -133,11 +133,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=job_module_options(ray_connection_options()),
-        mutually_exclusive=[("script", "script_file")],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(**job_module_args(ray_connection_options()))
     main_for(module, ray_client, run_job)
 
 

@@ -98,6 +98,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     exit_with,
+    job_info_module_args,
     main_for,
     ray_client,
     ray_connection_options,
@@ -126,17 +127,8 @@ def read_jobs(module, client):
 
 
 def main():
-    options = ray_connection_options()
-    options.update(
-        job_id=dict(type="str"),
-        identity=dict(type="str"),
-        name=dict(type="str"),
-        phases=dict(type="list", elements="str", choices=["queued", "running", "completed", "failed", "cancelled"]),
-        logs=dict(type="bool", default=False),
-        logs_tail_lines=dict(type="int", default=1000),
-        include_native=dict(type="bool", default=False),
-    )
-    module = AnsibleModule(argument_spec=options, mutually_exclusive=[("job_id", "identity")], supports_check_mode=True)
+    module = AnsibleModule(**job_info_module_args(
+        ray_connection_options(), logs=dict(type="bool", default=False), logs_tail_lines=dict(type="int", default=1000)))
     main_for(module, ray_client, read_jobs)
 
 

@@ -99,6 +99,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     exit_with,
+    job_info_module_args,
     main_for,
     slurm_client,
     slurm_connection_options,
@@ -138,17 +139,8 @@ def read_jobs(module, client):
 
 
 def main():
-    options = slurm_connection_options()
-    options.update(
-        job_id=dict(type="str"),
-        identity=dict(type="str"),
-        name=dict(type="str"),
-        phases=dict(type="list", elements="str", choices=["queued", "running", "completed", "failed", "cancelled"]),
-        partition=dict(type="str"),
-        job_user=dict(type="str"),
-        include_native=dict(type="bool", default=False),
-    )
-    module = AnsibleModule(argument_spec=options, mutually_exclusive=[("job_id", "identity")], supports_check_mode=True)
+    module = AnsibleModule(**job_info_module_args(
+        slurm_connection_options(), partition=dict(type="str"), job_user=dict(type="str")))
     main_for(module, slurm_client, read_jobs)
 
 

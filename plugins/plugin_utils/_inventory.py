@@ -8,7 +8,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleParserError
+from ansible.module_utils.common.text.converters import to_native
 from ansible.utils.unsafe_proxy import wrap_var
+
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError
+from ansible_collections.bridge.hpc.plugins.module_utils._transport import HAS_HTTPX
 
 try:
     # ansible-core 2.19+ templates only strings marked trusted; older releases trust every string.
@@ -30,6 +34,8 @@ class InventorySource(object):
     makes hosts and groups again on every run, so the groups, compose and the plugin's own options
     of this run apply. The payload carries "format" (the plugin's PAYLOAD_FORMAT) and "source"
     (what _source() returned); an entry of another format or source is read again.
+
+    _fetch reads the manager through _read(source, read), which needs the plugin's _client(source).
     """
 
     NAME = None            # "bridge.hpc.<plugin>"
@@ -38,6 +44,8 @@ class InventorySource(object):
     SOURCE_OPTIONS = ()    # options the payload depends on; never the token
     URL_VAR = None         # the hostvar naming the cluster a host comes from
     HOSTS = "hosts"        # what the plugin's hosts are, for messages: "partitions", "nodes"
+    URL_NAME = None        # what url is, for messages: "the slurmrestd URL"
+    URL_ENV = None         # the environment variable url falls back to
     PAYLOAD_FORMAT = 1     # bump when the payload changes shape
 
     def verify_file(self, path):
@@ -57,6 +65,29 @@ class InventorySource(object):
             if use_cache:
                 self._cache[cache_key] = payload
         self._populate(payload)
+
+    def _read(self, source, read):
+        """read(client) with a client for source; the client's warnings shown, a BridgeError made a
+        parser error, the client closed."""
+        if not HAS_HTTPX:
+            raise AnsibleParserError("%s needs the Python library httpx on the controller "
+                                     "(pip install httpx)" % self.NAME)
+        if not source["url"]:
+            raise AnsibleParserError("%s needs %s: set url in the inventory file or the environment "
+                                     "variable %s" % (self.NAME, self.URL_NAME, self.URL_ENV))
+        client = None
+        try:
+            client = self._client(source)
+            data = read(client)
+            for warning in client.warnings:
+                self.display.warning("%s: %s" % (self.NAME, warning))
+        except BridgeError as exc:
+            # The client scrubs the token from every message it builds.
+            raise AnsibleParserError("%s: %s" % (self.NAME, to_native(exc)))
+        finally:
+            if client is not None:
+                client.close()
+        return data
 
     def _option(self, name):
         value = self.get_option(name)

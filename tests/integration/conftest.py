@@ -2,8 +2,10 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -81,3 +83,207 @@ def start_playbook(playbook, extra_vars, env, log_path):
     args = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", playbook, "-e", "@" + vars_path]
     log = open(log_path, "w")
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=os.path.dirname(playbook))
+
+
+class Relay:
+    """A TCP relay to host:port that counts connections. cut() severs every open connection and
+    refuses new ones (they are accepted and closed at once) until restore(); after close() the port
+    is refused. TLS runs end to end through it."""
+
+    def __init__(self, target):
+        self.target = target
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.lock = threading.Lock()
+        self.open_sockets = set()
+        self.accepting = True
+        self.connections = 0
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def to(cls, url):
+        """A relay to the host and port of an http(s) URL."""
+        host, port = url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)
+        return cls((host, int(port)))
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def _accept(self):
+        while True:
+            try:
+                client = self.server.accept()[0]
+            except OSError:
+                return
+            # The client socket is registered before the upstream one is opened, and the pair is
+            # re-checked after, so a cut() racing with a connection being set up still severs it.
+            with self.lock:
+                if not self.accepting:
+                    client.close()
+                    continue
+                self.open_sockets.add(client)
+            upstream = socket.create_connection(self.target, timeout=10)
+            upstream.settimeout(None)  # a watch is idle for long stretches
+            with self.lock:
+                severed = not self.accepting or client not in self.open_sockets
+                self.open_sockets.add(upstream)
+                self.connections += 1
+            if severed:
+                self._kill(client)
+                self._kill(upstream)
+                continue
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    def _pipe(self, source, sink):
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                self._kill(sock)
+
+    def _kill(self, sock):
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        with self.lock:
+            self.open_sockets.discard(sock)
+
+    def cut(self):
+        with self.lock:
+            self.accepting = False
+            sockets = list(self.open_sockets)
+        for sock in sockets:
+            self._kill(sock)
+
+    def restore(self):
+        with self.lock:
+            self.accepting = True
+
+    def close(self):
+        self.cut()
+        # shutdown() wakes the thread blocked in accept(); close() alone would leave the port
+        # listening until that accept() returns.
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.server.close()
+        self.thread.join(10)
+
+    def refused(self):
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=5).close()
+        except ConnectionRefusedError:
+            return True
+        return False
+
+
+# ------------------------------------------------------------------ ansible-inventory
+
+def ansible_inventory(path, values, *args):
+    """Run ansible-inventory --list; the inventory goes to a file (-vvv output would mix with it)."""
+    output = path + ".out.json"
+    if os.path.exists(output):
+        os.remove(output)
+    env = ansible_env(values)
+    # A plugin failure must fail the command, not leave an empty inventory behind a warning.
+    env.update({"ANSIBLE_INVENTORY_UNPARSED_FAILED": "1", "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "1"})
+    result = subprocess.run(
+        [os.path.join(VENV_BIN, "ansible-inventory"), "-i", path, "--list", "--output", output] + list(args),
+        env=env, capture_output=True, text=True, timeout=300, cwd=os.path.dirname(path), check=False)
+    result.listing = ""
+    if os.path.exists(output):
+        with open(output) as handle:
+            result.listing = handle.read()
+    return result
+
+
+def listed(result):
+    assert result.returncode == 0, "ansible-inventory failed:\n%s\n%s" % (result.stdout[-3000:], result.stderr[-3000:])
+    return json.loads(result.listing)
+
+
+def everything(result):
+    return result.stdout + result.stderr + result.listing
+
+
+def unwrap(value):
+    """ansible-inventory prints unsafe strings as {"__ansible_unsafe": ...}; compare plain values."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return dict((k, unwrap(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [unwrap(v) for v in value]
+    return value
+
+
+def rename(value, names):
+    if isinstance(value, dict):
+        return dict((names.get(k, k), rename(v, names)) for k, v in value.items())
+    if isinstance(value, list):
+        return [rename(v, names) for v in value]
+    if isinstance(value, str):
+        return names.get(value, value)
+    return value
+
+
+def compare_with_golden(path, inventory):
+    """inventory against the golden file at path; BRIDGE_UPDATE_GOLDEN=1 writes it instead."""
+    text = json.dumps(inventory, indent=2, sort_keys=True) + "\n"
+    if os.environ.get("BRIDGE_UPDATE_GOLDEN") == "1":
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as handle:
+            handle.write(text)
+        return
+    if not os.path.exists(path):
+        pytest.fail("no golden file %s; create it with BRIDGE_UPDATE_GOLDEN=1" % path)
+    with open(path) as handle:
+        golden = json.load(handle)
+    assert inventory == golden, "inventory differs from %s; if the change is intended, rerun with BRIDGE_UPDATE_GOLDEN=1" % path
+
+
+def check_cached_inventory_needs_no_backend(tmp_path, url, token, write_inventory, run_inventory):
+    """Second run: same file, backend unreachable, cache valid -> same inventory, no request.
+
+    write_inventory(directory, **overrides) writes the inventory file, run_inventory(path, *args)
+    runs ansible-inventory on it; the backend at url is reached through a relay that is then closed.
+    """
+    cache_dir = tmp_path / "cache"
+    relay = Relay.to(url)
+    try:
+        path = write_inventory(tmp_path, url=relay.url, cache=True, cache_plugin="ansible.builtin.jsonfile",
+                               cache_connection=str(cache_dir), cache_timeout=3600)
+        first = run_inventory(path, "-vvv")
+        fresh = listed(first)
+        assert relay.connections > 0
+    finally:
+        relay.close()
+    seen = relay.connections
+    assert relay.refused(), "the relay port still accepts connections"
+
+    second = run_inventory(path)
+    assert listed(second) == fresh
+    assert relay.connections == seen
+
+    flushed = run_inventory(path, "--flush-cache")
+    assert flushed.returncode != 0, "with the cache flushed, the closed port must make the run fail"
+    assert "Failed to" in flushed.stdout + flushed.stderr
+
+    for result in (first, second, flushed):
+        assert token not in everything(result), "the token leaked into ansible-inventory output"
+    cached = [os.path.join(str(cache_dir), name) for name in os.listdir(str(cache_dir))]
+    assert cached
+    for name in cached:
+        with open(name) as handle:
+            assert token not in handle.read(), "the token leaked into the inventory cache"

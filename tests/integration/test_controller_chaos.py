@@ -25,7 +25,8 @@ import pytest
 import yaml
 
 from conftest import REPO, RUN, read_env_file, require_slurm
-from test_controller_e2e import GROUP, PLURAL, VERSION, free_port, kube, wait_for  # noqa: F401 pylint: disable=unused-import
+from controller_support import GROUP, PLURAL, VERSION, descendants, free_port, slurm_backend, slurm_namespace
+from test_controller_e2e import kube, wait_for  # noqa: F401 pylint: disable=unused-import
 from test_crd import apply, manifests
 
 ACCOUNT, SYSTEM_NAMESPACE = "bridge-controller", "bridge-system"
@@ -34,26 +35,6 @@ SLURM_RUN = os.path.join(RUN, "slurm-22.05")
 
 
 # ------------------------------------------------------------------ helpers
-
-def descendants(pid):
-    """Every live process below `pid` (ansible-runner starts its playbooks in their own session)."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry) as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
 
 class Controller:
     """bridge_controller.main as a subprocess; restarts append to one log; kill() is a container kill."""
@@ -168,11 +149,8 @@ def setup(kube, account, tmp_path):  # pylint: disable=redefined-outer-name
 
     core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
     namespace = "chaos-%s" % uuid.uuid4().hex[:8]
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
-    core.create_namespaced_secret(namespace, client.V1Secret(
-        metadata=client.V1ObjectMeta(name="slurm"), string_data={"user": slurm["SLURM_USER"], "token": slurm["SLURM_JWT"]}))
-    backend = {"type": "slurm", "url": slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm"},
-               "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]}
+    slurm_namespace(core, namespace, slurm)
+    backend = slurm_backend(slurm)
     lease = "bridge-chaos-%s" % uuid.uuid4().hex[:6]
     controller = Controller(account[0], namespace, tmp_path, lease)
 

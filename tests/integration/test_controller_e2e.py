@@ -16,9 +16,9 @@ import uuid
 import pytest
 
 from conftest import REPO, RUN, read_env_file, require_slurm
+from controller_support import GROUP, PLURAL, VERSION, free_port, install_crd, slurm_backend, slurm_namespace
 
 KUBE_SCRIPT = os.path.join(REPO, "tools", "kube-control-plane.sh")
-GROUP, VERSION, PLURAL = "bridge.dev", "v1alpha1", "bridgejobs"
 
 
 @pytest.fixture(scope="module")
@@ -32,27 +32,11 @@ def kube():
             pytest.fail(message)
         pytest.skip(message)
     env = read_env_file(os.path.join(RUN, "kube", "env"))
-    from kubernetes import client, config, utils
+    from kubernetes import config
 
     api_client = config.new_client_from_config(env["KUBECONFIG"])
-    try:
-        utils.create_from_yaml(api_client, os.path.join(REPO, "deploy", "crd.yaml"))
-    except utils.FailToCreateError as exc:
-        if not all(e.status == 409 for e in exc.api_exceptions):
-            raise
-    extensions = client.ApiextensionsV1Api(api_client)
-    for _attempt in range(100):
-        crd = extensions.read_custom_resource_definition("bridgejobs.bridge.dev")
-        if any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or [])):
-            break
-        time.sleep(0.1)
+    install_crd(api_client)
     return env, api_client
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for(read, check, timeout=180, interval=1.0):
@@ -73,11 +57,8 @@ def test_bridgejobs_run_on_real_slurm(kube, tmp_path):
 
     core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
     namespace = "e2e-%s" % uuid.uuid4().hex[:8]
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
-    core.create_namespaced_secret(namespace, client.V1Secret(
-        metadata=client.V1ObjectMeta(name="slurm"), string_data={"user": slurm["SLURM_USER"], "token": slurm["SLURM_JWT"]}))
-    backend = {"type": "slurm", "url": slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm"},
-               "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]}
+    slurm_namespace(core, namespace, slurm)
+    backend = slurm_backend(slurm)
 
     def bridgejob(name, script):
         return {"apiVersion": "bridge.dev/v1alpha1", "kind": "BridgeJob", "metadata": {"name": name},

@@ -17,7 +17,6 @@ uses a fresh namespace: without kube-controller-manager a deleted namespace neve
 """
 
 import os
-import socket
 import sys
 import threading
 import time
@@ -28,7 +27,7 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
-from conftest import REPO, RUN, read_env_file
+from conftest import REPO, RUN, Relay, read_env_file
 
 sys.path.insert(0, os.path.join(REPO, "controller"))
 
@@ -76,87 +75,6 @@ def api_client(kubeconfig, host=None):
     if host:
         configuration.host = host
     return kubernetes.client.ApiClient(configuration)
-
-
-class CuttableRelay:
-    """TCP relay to the apiserver. cut() severs every open connection and refuses new ones (they are
-    accepted and closed at once) until restore(); TLS runs end to end through it."""
-
-    def __init__(self, target):
-        self.target = target
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.lock = threading.Lock()
-        self.open_sockets = set()
-        self.accepting = True
-        self.connections = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                client = self.server.accept()[0]
-            except OSError:
-                return
-            # The client socket is registered before the upstream one is opened, and the pair is
-            # re-checked after, so a cut() racing with a connection being set up still severs it.
-            with self.lock:
-                if not self.accepting:
-                    client.close()
-                    continue
-                self.open_sockets.add(client)
-            upstream = socket.create_connection(self.target, timeout=10)
-            upstream.settimeout(None)  # a watch is idle for long stretches
-            with self.lock:
-                severed = not self.accepting or client not in self.open_sockets
-                self.open_sockets.add(upstream)
-                self.connections += 1
-            if severed:
-                self._kill(client)
-                self._kill(upstream)
-                continue
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
-
-    def _pipe(self, source, sink):
-        try:
-            while True:
-                data = source.recv(65536)
-                if not data:
-                    break
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                self._kill(sock)
-
-    def _kill(self, sock):
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        with self.lock:
-            self.open_sockets.discard(sock)
-
-    def cut(self):
-        with self.lock:
-            self.accepting = False
-            sockets = list(self.open_sockets)
-        for sock in sockets:
-            self._kill(sock)
-
-    def restore(self):
-        with self.lock:
-            self.accepting = True
-
-    def close(self):
-        self.cut()
-        try:
-            self.server.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.server.close()
 
 
 class CountingApi:
@@ -264,9 +182,7 @@ def namespace(kube):
 
 @pytest.fixture
 def relay(kube):
-    host_port = kube[0]["KUBE_API"].split("://", 1)[1].rstrip("/")
-    host, port = host_port.rsplit(":", 1)
-    relay = CuttableRelay((host, int(port)))
+    relay = Relay.to(kube[0]["KUBE_API"])
     yield relay
     relay.close()
 

@@ -4,22 +4,28 @@ The output is compared with tests/integration/golden/inventory_ray.json after ma
 running cluster changes on its own (used amounts, which other tests' jobs move), what the machine
 decides (memory, IP address, node id, the dashboard's port) and renaming nodes to node1, node2 ...
 Regenerate the golden file with BRIDGE_UPDATE_GOLDEN=1.
-
-The relay, the ansible-inventory runner and the unsafe unwrapping are the Slurm inventory test's.
 """
 
-import json
 import os
 import subprocess
 
-import pytest
 import yaml
 
-from conftest import REPO, VENV_BIN, ansible_env, require_ray
-from test_inventory_slurm import Forwarder, ansible_inventory, everything, listed, rename, unwrap
+from conftest import (
+    REPO,
+    VENV_BIN,
+    ansible_env,
+    ansible_inventory,
+    check_cached_inventory_needs_no_backend,
+    compare_with_golden,
+    everything,
+    listed,
+    rename,
+    require_ray,
+    unwrap,
+)
 
 GOLDEN = os.path.join(REPO, "tests", "integration", "golden", "inventory_ray.json")
-UPDATE = os.environ.get("BRIDGE_UPDATE_GOLDEN") == "1"
 VOLATILE = "<volatile>"
 # A head without token auth ignores the Authorization header: this one must still never show up.
 SENTINEL_TOKEN = "bridge-ray-inventory-sentinel-token"
@@ -78,19 +84,6 @@ def stable(inventory):
     return rename({"hostvars": hostvars, "groups": groups}, names)
 
 
-def compare_with_golden(inventory):
-    text = json.dumps(inventory, indent=2, sort_keys=True) + "\n"
-    if UPDATE:
-        with open(GOLDEN, "w") as handle:
-            handle.write(text)
-        return
-    if not os.path.exists(GOLDEN):
-        pytest.fail("no golden file %s; create it with BRIDGE_UPDATE_GOLDEN=1" % GOLDEN)
-    with open(GOLDEN) as handle:
-        golden = json.load(handle)
-    assert inventory == golden, "inventory differs from %s; if the change is intended, rerun with BRIDGE_UPDATE_GOLDEN=1" % GOLDEN
-
-
 def test_inventory_matches_golden(tmp_path):
     values = require_ray()
     result = run_inventory(write_inventory(tmp_path, values), values, "-vvv")
@@ -109,42 +102,15 @@ def test_inventory_matches_golden(tmp_path):
     for name, amount in plain["ray_cluster_resources"].items():
         assert amount["used"] is None or 0 <= amount["used"] <= amount["total"], name
     assert plain["ray_node_memory_mb"] == plain["ray_node_memory_bytes"] // (1024 * 1024)
-    compare_with_golden(stable(raw))
+    compare_with_golden(GOLDEN, stable(raw))
 
 
 def test_cached_inventory_needs_no_ray(tmp_path):
-    """Second run: same file, dashboard unreachable, cache valid -> same inventory, no request."""
     values = require_ray()
-    cache_dir = tmp_path / "cache"
-    forwarder = Forwarder(values["RAY_URL"])
-    try:
-        path = write_inventory(tmp_path, values, url=forwarder.url, cache=True,
-                               cache_plugin="ansible.builtin.jsonfile", cache_connection=str(cache_dir),
-                               cache_timeout=3600)
-        first = run_inventory(path, values, "-vvv")
-        fresh = listed(first)
-        assert forwarder.connections > 0
-    finally:
-        forwarder.close()
-    seen = forwarder.connections
-    assert forwarder.refused(), "the relay port still accepts connections"
-
-    second = run_inventory(path, values)
-    assert listed(second) == fresh
-    assert forwarder.connections == seen
-
-    flushed = run_inventory(path, values, "--flush-cache")
-    assert flushed.returncode != 0, "with the cache flushed, the closed port must make the run fail"
-    assert "Failed to" in flushed.stdout + flushed.stderr
-
-    token = token_of(values)
-    for result in (first, second, flushed):
-        assert token not in everything(result), "the token leaked into ansible-inventory output"
-    cached = [os.path.join(str(cache_dir), name) for name in os.listdir(str(cache_dir))]
-    assert cached
-    for name in cached:
-        with open(name) as handle:
-            assert token not in handle.read(), "the token leaked into the inventory cache"
+    check_cached_inventory_needs_no_backend(
+        tmp_path, values["RAY_URL"], token_of(values),
+        lambda directory, **overrides: write_inventory(directory, values, **overrides),
+        lambda path, *args: run_inventory(path, values, *args))
 
 
 def test_ansible_doc_renders():

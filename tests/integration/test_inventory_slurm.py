@@ -5,19 +5,25 @@ what a running cluster changes on its own (node states, allocated and free CPUs 
 name of the machine the cluster runs on. Regenerate the golden files with BRIDGE_UPDATE_GOLDEN=1.
 """
 
-import json
 import os
-import socket
-import subprocess
-import threading
 
 import pytest
 import yaml
 
-from conftest import REPO, SLURM_VERSIONS, VENV_BIN, ansible_env, require_slurm
+from conftest import (
+    REPO,
+    SLURM_VERSIONS,
+    ansible_inventory,
+    check_cached_inventory_needs_no_backend,
+    compare_with_golden,
+    everything,
+    listed,
+    rename,
+    require_slurm,
+    unwrap,
+)
 
 GOLDEN = os.path.join(REPO, "tests", "integration", "golden")
-UPDATE = os.environ.get("BRIDGE_UPDATE_GOLDEN") == "1"
 VOLATILE = "<volatile>"
 VOLATILE_VARS = frozenset([
     "slurm_partition_free_cpus", "slurm_partition_node_states",
@@ -48,54 +54,6 @@ def write_inventory(directory, values, **overrides):
     return path
 
 
-def ansible_inventory(path, values, *args):
-    """Run ansible-inventory --list; the inventory goes to a file (-vvv output would mix with it)."""
-    output = path + ".out.json"
-    if os.path.exists(output):
-        os.remove(output)
-    env = ansible_env(values)
-    # A plugin failure must fail the command, not leave an empty inventory behind a warning.
-    env.update({"ANSIBLE_INVENTORY_UNPARSED_FAILED": "1", "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "1"})
-    result = subprocess.run(
-        [os.path.join(VENV_BIN, "ansible-inventory"), "-i", path, "--list", "--output", output] + list(args),
-        env=env, capture_output=True, text=True, timeout=300, cwd=os.path.dirname(path), check=False)
-    result.listing = ""
-    if os.path.exists(output):
-        with open(output) as handle:
-            result.listing = handle.read()
-    return result
-
-
-def listed(result):
-    assert result.returncode == 0, "ansible-inventory failed:\n%s\n%s" % (result.stdout[-3000:], result.stderr[-3000:])
-    return json.loads(result.listing)
-
-
-def everything(result):
-    return result.stdout + result.stderr + result.listing
-
-
-def unwrap(value):
-    """ansible-inventory prints unsafe strings as {"__ansible_unsafe": ...}; compare plain values."""
-    if isinstance(value, dict):
-        if set(value) == {"__ansible_unsafe"}:
-            return value["__ansible_unsafe"]
-        return dict((k, unwrap(v)) for k, v in value.items())
-    if isinstance(value, list):
-        return [unwrap(v) for v in value]
-    return value
-
-
-def rename(value, names):
-    if isinstance(value, dict):
-        return dict((names.get(k, k), rename(v, names)) for k, v in value.items())
-    if isinstance(value, list):
-        return [rename(v, names) for v in value]
-    if isinstance(value, str):
-        return names.get(value, value)
-    return value
-
-
 def stable(inventory):
     """The inventory without what changes between runs, with node names replaced by node1, node2 ..."""
     inventory = unwrap(inventory)
@@ -118,86 +76,6 @@ def stable(inventory):
     return rename({"hostvars": hostvars, "groups": groups}, names)
 
 
-def compare_with_golden(version, inventory):
-    path = os.path.join(GOLDEN, "inventory_slurm_%s.json" % version)
-    text = json.dumps(inventory, indent=2, sort_keys=True) + "\n"
-    if UPDATE:
-        os.makedirs(GOLDEN, exist_ok=True)
-        with open(path, "w") as handle:
-            handle.write(text)
-        return
-    if not os.path.exists(path):
-        pytest.fail("no golden file %s; create it with BRIDGE_UPDATE_GOLDEN=1" % path)
-    with open(path) as handle:
-        golden = json.load(handle)
-    assert inventory == golden, "inventory differs from %s; if the change is intended, rerun with BRIDGE_UPDATE_GOLDEN=1" % path
-
-
-class Forwarder:
-    """A TCP relay to slurmrestd that counts connections and can be closed (port refused after)."""
-
-    def __init__(self, target_url):
-        host_port = target_url.split("://", 1)[1].split("/", 1)[0]
-        host, port = host_port.rsplit(":", 1)
-        self.target = (host, int(port))
-        self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen(16)
-        self.port = self.server.getsockname()[1]
-        self.connections = 0
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.port
-
-    def _accept(self):
-        while True:
-            try:
-                client = self.server.accept()[0]
-            except OSError:
-                return
-            self.connections += 1
-            upstream = socket.create_connection(self.target, timeout=30)
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source, sink):
-        try:
-            while True:
-                data = source.recv(65536)
-                if not data:
-                    break
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self):
-        # shutdown() wakes the thread blocked in accept(); close() alone would leave the port
-        # listening until that accept() returns.
-        try:
-            self.server.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.server.close()
-        self.thread.join(10)
-
-    def refused(self):
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=5).close()
-        except ConnectionRefusedError:
-            return True
-        return False
-
-
 @pytest.mark.parametrize("version", SLURM_VERSIONS)
 def test_inventory_matches_golden(version, tmp_path):
     values = require_slurm(version)
@@ -211,40 +89,13 @@ def test_inventory_matches_golden(version, tmp_path):
     expected_partitions = values.get("SLURM_PARTITIONS")
     if expected_partitions:
         assert sorted(raw["slurm_partitions"]["hosts"]) == sorted(expected_partitions.split(","))
-    compare_with_golden(version, stable(raw))
+    compare_with_golden(os.path.join(GOLDEN, "inventory_slurm_%s.json" % version), stable(raw))
 
 
 @pytest.mark.parametrize("version", SLURM_VERSIONS)
 def test_cached_inventory_needs_no_slurm(version, tmp_path):
-    """Second run: same file, slurmrestd unreachable, cache valid -> same inventory, no request."""
     values = require_slurm(version)
-    cache_dir = tmp_path / "cache"
-    forwarder = Forwarder(values["SLURM_URL"])
-    try:
-        path = write_inventory(tmp_path, values, url=forwarder.url, cache=True,
-                               cache_plugin="ansible.builtin.jsonfile", cache_connection=str(cache_dir),
-                               cache_timeout=3600)
-        first = ansible_inventory(path, values, "-vvv")
-        fresh = listed(first)
-        assert forwarder.connections > 0
-    finally:
-        forwarder.close()
-    seen = forwarder.connections
-    assert forwarder.refused(), "the relay port still accepts connections"
-
-    second = ansible_inventory(path, values)
-    assert listed(second) == fresh
-    assert forwarder.connections == seen
-
-    flushed = ansible_inventory(path, values, "--flush-cache")
-    assert flushed.returncode != 0, "with the cache flushed, the closed port must make the run fail"
-    assert "Failed to" in flushed.stdout + flushed.stderr
-
-    token = values["SLURM_JWT"]
-    for result in (first, second, flushed):
-        assert token not in everything(result), "the token leaked into ansible-inventory output"
-    cached = [os.path.join(str(cache_dir), name) for name in os.listdir(str(cache_dir))]
-    assert cached
-    for name in cached:
-        with open(name) as handle:
-            assert token not in handle.read(), "the token leaked into the inventory cache"
+    check_cached_inventory_needs_no_backend(
+        tmp_path, values["SLURM_URL"], values["SLURM_JWT"],
+        lambda directory, **overrides: write_inventory(directory, values, **overrides),
+        lambda path, *args: ansible_inventory(path, values, *args))

@@ -16,13 +16,19 @@ import yaml
 from ansible.errors import AnsibleError, AnsibleParserError
 from ansible.inventory.data import InventoryData
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import inventory_loader
 from ansible.template import is_trusted_as_template
 
 from ansible_collections.bridge.hpc.plugins.inventory import ray as plugin_module
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import ConnectionFailed, ServerError
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import ServerError
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
 from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient, normalize_node
+from ansible_collections.bridge.hpc.tests.unit.plugins.inventory.harness import (
+    InventoryPluginContract,
+    PluginRunner,
+    cache_config,
+    hostvars,
+    members,
+)
 
 NAME = "bridge.hpc.ray"
 TOKEN = "ray-secret-token-value-0123456789"
@@ -120,40 +126,20 @@ def fake_client(monkeypatch):
     return FakeClient
 
 
-def make_plugin(seen_warnings=None):
-    """An InventoryModule set up the way the plugin loader does: option definitions from its docs."""
-    plugin = plugin_module.InventoryModule()
-    inventory_loader._load_config_defs(NAME, plugin_module, plugin_module.__file__)
-    inventory_loader._update_object(obj=plugin, name=NAME, path=plugin_module.__file__, resolved=NAME)
-    if seen_warnings is not None:
-        display = copy.copy(plugin.display)
-        display.warning = lambda msg, *args, **kwargs: seen_warnings.append(msg)
-        plugin.display = display
-    return plugin
+RUNNER = PluginRunner(plugin_module, NAME, {"url": URL, "token": TOKEN}, "cluster.ray.yml")
+make_plugin = RUNNER.make_plugin
+run = RUNNER.run
 
 
-def run(tmp_path, config, cache=True, seen_warnings=None, filename="cluster.ray.yml", inventory=None):
-    """Parse an inventory file with this config; returns the InventoryData."""
-    body = {"plugin": NAME, "url": URL, "token": TOKEN}
-    body.update(config)
-    path = tmp_path / filename
-    path.write_text(yaml.safe_dump(body))
-    inventory = inventory or InventoryData()
-    plugin = make_plugin(seen_warnings)
-    assert plugin.verify_file(str(path))
-    plugin.parse(inventory, DataLoader(), str(path), cache=cache)
-    # As InventoryManager does: without cache: true there is no cache to write.
-    if getattr(plugin, "_cache", None) is not None:
-        plugin.update_cache_if_changed()
-    return inventory
-
-
-def hostvars(inventory, host):
-    return inventory.get_host(host).get_vars()
-
-
-def members(inventory, group):
-    return sorted(h.name for h in inventory.groups[group].get_hosts())
+class TestRayAsEveryPlugin(InventoryPluginContract):
+    runner = RUNNER
+    manager = "Ray"
+    url_var = "ray_url"
+    host = "10.0.0.1"
+    other_url = "http://other.test:8265"
+    missing_url = "needs the Ray dashboard URL: set url in the inventory file or the environment variable RAY_ADDRESS"
+    warning = "the State API truncated the node list"
+    read_call = "nodes"
 
 
 # ---------------------------------------------------------------- file names
@@ -166,10 +152,6 @@ def test_verify_file_accepts_ray_yml_names(tmp_path, name, wanted):
     path = tmp_path / name
     path.write_text("plugin: bridge.hpc.ray\n")
     assert make_plugin().verify_file(str(path)) is wanted
-
-
-def test_verify_file_rejects_missing_file(tmp_path):
-    assert not make_plugin().verify_file(str(tmp_path / "absent.ray.yml"))
 
 
 # ---------------------------------------------------------------- hosts, hostvars, groups
@@ -377,25 +359,6 @@ def test_connection_options_and_env_fallbacks(tmp_path, monkeypatch, fake_client
     assert hostvars(inventory, "gpu-1")["ray_url"] == "http://env.test:8265"
 
 
-def test_token_may_be_a_template(tmp_path, fake_client):
-    run(tmp_path, {"token": "{{ 'abc' ~ 'def' }}"})
-    assert fake_client.instances[-1].token == "abcdef"
-
-
-def test_missing_url_is_a_clear_error(tmp_path):
-    path = tmp_path / "nourl.ray.yml"
-    path.write_text("plugin: bridge.hpc.ray\n")
-    with pytest.raises(AnsibleParserError, match="needs the Ray dashboard URL: set url in the inventory file or the environment variable RAY_ADDRESS"):
-        make_plugin().parse(InventoryData(), DataLoader(), str(path))
-
-
-def test_client_warnings_are_shown(tmp_path, fake_client):
-    fake_client.warnings_payload = ["the State API truncated the node list"]
-    seen = []
-    run(tmp_path, {}, seen_warnings=seen)
-    assert seen == ["bridge.hpc.ray: the State API truncated the node list"]
-
-
 def real_client_answering(handler):
     """RayClient itself, its HTTP answered by handler: shows what the plugin makes of real answers."""
     def build(url, token=None, validate_certs=True, ca_path=None, timeout=30.0, retries=3):
@@ -418,16 +381,6 @@ def test_auth_failure_is_a_parser_error_without_the_token(tmp_path, monkeypatch)
     assert message.startswith("bridge.hpc.ray: Failed to read version on Ray at %s: authentication failed" % URL)
     assert "(HTTP 401)" in message
     assert TOKEN not in message and "********" in message
-
-
-def test_connection_failure_is_a_parser_error(tmp_path, monkeypatch, fake_client):
-    def refuse(*args, **kwargs):
-        raise ConnectionFailed("connection refused", "list", "nodes", None, "Ray", URL)
-
-    monkeypatch.setattr(fake_client, "nodes", refuse)
-    with pytest.raises(AnsibleParserError, match="^bridge.hpc.ray: Failed to list nodes on Ray at %s: connection refused$" % URL):
-        run(tmp_path, {})
-    assert fake_client.instances[-1].closed
 
 
 # ---------------------------------------------------------------- recorded responses
@@ -487,13 +440,6 @@ def test_recorded_responses_through_the_real_client(tmp_path, monkeypatch, versi
 
 # ---------------------------------------------------------------- cache
 
-def cache_config(tmp_path, **extra):
-    # Short name: without a collection finder in unit tests, FQCNs of cache plugins do not resolve.
-    config = {"cache": True, "cache_plugin": "jsonfile", "cache_connection": str(tmp_path / "cache"), "cache_timeout": 600}
-    config.update(extra)
-    return config
-
-
 def test_cache_hit_makes_no_client_call_and_rebuilds_groups(tmp_path, fake_client):
     run(tmp_path, cache_config(tmp_path))
     assert len(fake_client.instances) == 1
@@ -529,32 +475,3 @@ def test_flush_cache_reads_ray_again_and_refreshes_the_cache(tmp_path, fake_clie
     inventory = run(tmp_path, cache_config(tmp_path))
     assert len(fake_client.instances) == 2
     assert members(inventory, "ray_nodes") == ["10.0.0.1"]
-
-
-def test_cache_for_another_url_is_not_used(tmp_path, fake_client):
-    run(tmp_path, cache_config(tmp_path))
-    inventory = run(tmp_path, cache_config(tmp_path, url="http://other.test:8265"))
-    assert len(fake_client.instances) == 2
-    assert hostvars(inventory, "10.0.0.1")["ray_url"] == "http://other.test:8265"
-
-
-def test_cache_with_another_token_is_used(tmp_path, fake_client):
-    # The token rotates and is not part of the cache key.
-    run(tmp_path, cache_config(tmp_path))
-    run(tmp_path, cache_config(tmp_path, token="rotated"))
-    assert len(fake_client.instances) == 1
-
-
-def test_expired_cache_reads_ray_again(tmp_path, fake_client):
-    run(tmp_path, cache_config(tmp_path))
-    cache_dir = tmp_path / "cache"
-    for name in os.listdir(str(cache_dir)):
-        os.utime(str(cache_dir / name), (1, 1))
-    run(tmp_path, cache_config(tmp_path))
-    assert len(fake_client.instances) == 2
-
-
-def test_cache_disabled_always_reads_ray(tmp_path, fake_client):
-    run(tmp_path, {})
-    run(tmp_path, {})
-    assert len(fake_client.instances) == 2

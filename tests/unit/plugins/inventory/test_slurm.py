@@ -16,16 +16,21 @@ import yaml
 from ansible.errors import AnsibleError, AnsibleParserError
 from ansible.inventory.data import InventoryData
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import inventory_loader
 from ansible.template import is_trusted_as_template
 
 from ansible_collections.bridge.hpc.plugins.inventory import slurm as plugin_module
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import ConnectionFailed
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm import (
     SlurmClient,
     normalize_node,
     normalize_partition,
+)
+from ansible_collections.bridge.hpc.tests.unit.plugins.inventory.harness import (
+    InventoryPluginContract,
+    PluginRunner,
+    cache_config,
+    hostvars,
+    members,
 )
 
 NAME = "bridge.hpc.slurm"
@@ -106,43 +111,20 @@ def fake_client(monkeypatch):
     return FakeClient
 
 
-def make_plugin(seen_warnings=None):
-    """An InventoryModule set up the way the plugin loader does: option definitions from its docs."""
-    plugin = plugin_module.InventoryModule()
-    # The loader reads DOCUMENTATION (with the constructed and inventory_cache fragments) into the
-    # config manager and names the instance; without a collection finder we do both by hand.
-    inventory_loader._load_config_defs(NAME, plugin_module, plugin_module.__file__)
-    inventory_loader._update_object(obj=plugin, name=NAME, path=plugin_module.__file__, resolved=NAME)
-    if seen_warnings is not None:
-        display = copy.copy(plugin.display)
-        display.warning = lambda msg, *args, **kwargs: seen_warnings.append(msg)
-        plugin.display = display
-    return plugin
+RUNNER = PluginRunner(plugin_module, NAME, {"url": "http://slurm.test:6820", "user": "bridge", "token": TOKEN}, "cluster.slurm.yml")
+make_plugin = RUNNER.make_plugin
+run = RUNNER.run
 
 
-def run(tmp_path, config, cache=True, seen_warnings=None, filename="cluster.slurm.yml"):
-    """Parse an inventory file with this config; returns the InventoryData."""
-    body = {"plugin": NAME, "url": "http://slurm.test:6820", "user": "bridge", "token": TOKEN}
-    body.update(config)
-    path = tmp_path / filename
-    path.write_text(yaml.safe_dump(body))
-    inventory = InventoryData()
-    plugin = make_plugin(seen_warnings)
-    assert plugin.verify_file(str(path))
-    plugin.parse(inventory, DataLoader(), str(path), cache=cache)
-    try:
-        plugin.update_cache_if_changed()
-    except AttributeError:
-        pass
-    return inventory
-
-
-def hostvars(inventory, host):
-    return inventory.get_host(host).get_vars()
-
-
-def members(inventory, group):
-    return sorted(h.name for h in inventory.groups[group].get_hosts())
+class TestSlurmAsEveryPlugin(InventoryPluginContract):
+    runner = RUNNER
+    manager = "Slurm"
+    url_var = "slurm_url"
+    host = "debug"
+    other_url = "http://other.test:6820"
+    missing_url = "needs the slurmrestd URL: set url in the inventory file or the environment variable SLURM_URL"
+    warning = "slurmrestd: v0.0.38 is deprecated"
+    read_call = "partitions"
 
 
 # ---------------------------------------------------------------- file names
@@ -155,10 +137,6 @@ def test_verify_file_accepts_slurm_yml_names(tmp_path, name, wanted):
     path = tmp_path / name
     path.write_text("plugin: bridge.hpc.slurm\n")
     assert make_plugin().verify_file(str(path)) is wanted
-
-
-def test_verify_file_rejects_missing_file(tmp_path):
-    assert not make_plugin().verify_file(str(tmp_path / "absent.slurm.yml"))
 
 
 # ---------------------------------------------------------------- hosts, hostvars, groups
@@ -415,25 +393,6 @@ def test_connection_options_and_env_fallbacks(tmp_path, monkeypatch, fake_client
     assert hostvars(inventory, "debug")["slurm_url"] == "http://env.test:6820"
 
 
-def test_token_may_be_a_template(tmp_path, fake_client):
-    run(tmp_path, {"token": "{{ 'abc' ~ 'def' }}"})
-    assert fake_client.instances[-1].token == "abcdef"
-
-
-def test_missing_url_is_a_clear_error(tmp_path):
-    path = tmp_path / "nourl.slurm.yml"
-    path.write_text("plugin: bridge.hpc.slurm\n")
-    with pytest.raises(AnsibleParserError, match="needs the slurmrestd URL: set url in the inventory file or the environment variable SLURM_URL"):
-        make_plugin().parse(InventoryData(), DataLoader(), str(path))
-
-
-def test_client_warnings_are_shown(tmp_path, fake_client):
-    fake_client.warnings_payload = ["slurmrestd: v0.0.38 is deprecated"]
-    seen = []
-    run(tmp_path, {}, seen_warnings=seen)
-    assert seen == ["bridge.hpc.slurm: slurmrestd: v0.0.38 is deprecated"]
-
-
 def real_client_answering(handler):
     """SlurmClient itself, its HTTP answered by handler: shows what the plugin makes of real errors."""
     def build(url, user=None, token=None, api_version=None, validate_certs=True, ca_path=None, timeout=30.0, retries=3):
@@ -459,16 +418,6 @@ def test_auth_failure_is_a_parser_error_without_the_token(tmp_path, monkeypatch)
     assert TOKEN not in message and "********" in message
 
 
-def test_connection_failure_is_a_parser_error(tmp_path, monkeypatch, fake_client):
-    def refuse(*args, **kwargs):
-        raise ConnectionFailed("connection refused", "list", "partitions", None, "Slurm", "http://slurm.test:6820")
-
-    monkeypatch.setattr(fake_client, "partitions", refuse)
-    with pytest.raises(AnsibleParserError, match="^bridge.hpc.slurm: Failed to list partitions on Slurm at http://slurm.test:6820: connection refused$"):
-        run(tmp_path, {})
-    assert fake_client.instances[-1].closed
-
-
 def test_real_client_discovers_version_and_reads_partitions(tmp_path, monkeypatch):
     bodies = {
         "/slurm/v0.0.38/partitions/": {"partitions": [p["native"] for p in PARTITIONS], "errors": []},
@@ -489,14 +438,6 @@ def test_real_client_discovers_version_and_reads_partitions(tmp_path, monkeypatc
 
 
 # ---------------------------------------------------------------- cache
-
-def cache_config(tmp_path, **extra):
-    # Short name: without a collection finder in unit tests, FQCNs of cache plugins do not resolve.
-    config = {"cache": True, "cache_plugin": "jsonfile",
-              "cache_connection": str(tmp_path / "cache"), "cache_timeout": 600}
-    config.update(extra)
-    return config
-
 
 def test_cache_hit_makes_no_client_call_and_rebuilds_groups(tmp_path, fake_client):
     run(tmp_path, cache_config(tmp_path))
@@ -532,28 +473,6 @@ def test_flush_cache_reads_slurm_again_and_refreshes_the_cache(tmp_path, fake_cl
     inventory = run(tmp_path, cache_config(tmp_path))
     assert len(fake_client.instances) == 2
     assert members(inventory, "slurm_partitions") == ["debug"]
-
-
-def test_cache_for_another_url_is_not_used(tmp_path, fake_client):
-    run(tmp_path, cache_config(tmp_path))
-    inventory = run(tmp_path, cache_config(tmp_path, url="http://other.test:6820"))
-    assert len(fake_client.instances) == 2
-    assert hostvars(inventory, "debug")["slurm_url"] == "http://other.test:6820"
-
-
-def test_expired_cache_reads_slurm_again(tmp_path, fake_client):
-    run(tmp_path, cache_config(tmp_path))
-    cache_dir = tmp_path / "cache"
-    for name in os.listdir(str(cache_dir)):
-        os.utime(str(cache_dir / name), (1, 1))
-    run(tmp_path, cache_config(tmp_path))
-    assert len(fake_client.instances) == 2
-
-
-def test_cache_disabled_always_reads_slurm(tmp_path, fake_client):
-    run(tmp_path, {})
-    run(tmp_path, {})
-    assert len(fake_client.instances) == 2
 
 
 # ---------------------------------------------------------------- recorded responses

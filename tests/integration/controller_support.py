@@ -1,0 +1,71 @@
+"""What the controller's integration tests and bench/controller_load.py share.
+
+No pytest and no conftest here: the benchmark imports this as a plain module.
+"""
+
+import os
+import socket
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GROUP, VERSION, PLURAL = "bridge.dev", "v1alpha1", "bridgejobs"
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def descendants(pid):
+    """Every live process below `pid` (ansible-runner starts its playbooks in their own session)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def install_crd(api_client, attempts=100):
+    """Create deploy/crd.yaml (an existing one is kept) and wait, up to attempts tenths of a
+    second, until the apiserver serves it (Established)."""
+    from kubernetes import client, utils
+
+    try:
+        utils.create_from_yaml(api_client, os.path.join(REPO, "deploy", "crd.yaml"))
+    except utils.FailToCreateError as exc:
+        if not all(e.status == 409 for e in exc.api_exceptions):
+            raise
+    extensions = client.ApiextensionsV1Api(api_client)
+    for _attempt in range(attempts):
+        crd = extensions.read_custom_resource_definition("bridgejobs.bridge.dev")
+        if any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or [])):
+            break
+        time.sleep(0.1)
+
+
+def slurm_namespace(core, name, slurm):
+    """A namespace with the Secret `slurm` holding the user and token of the cluster whose env
+    file values are `slurm`."""
+    from kubernetes import client
+
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    core.create_namespaced_secret(name, client.V1Secret(
+        metadata=client.V1ObjectMeta(name="slurm"), string_data={"user": slurm["SLURM_USER"], "token": slurm["SLURM_JWT"]}))
+
+
+def slurm_backend(slurm):
+    """spec.backend of a BridgeJob for that cluster, speaking its newest REST version."""
+    return {"type": "slurm", "url": slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm"},
+            "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]}
