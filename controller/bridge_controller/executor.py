@@ -164,6 +164,15 @@ class Executor:
 
     def _run_batch(self, action, group, keys):
         objects = self._objects(keys)
+        scripts = {}
+        if action == "submit":
+            objects, scripts, waiting = self._read_scripts(objects)
+            if waiting:
+                waiting_keys = [key for key, _obj, _why in waiting]
+                keys = [key for key in keys if key not in waiting_keys]
+                # Out of flight before writing: a failed status write must not strand them.
+                self._finish(waiting_keys, retry=True)
+                self._each(lambda _key, obj, why: self._write(obj, waiting=("ScriptNotFound", why)), waiting)
         if not objects:
             self._finish(keys)
             return
@@ -171,13 +180,13 @@ class Executor:
         try:
             backend = self._connection(first)
             credentials = self._credentials(first)
-            payload = self._payload(action, objects)
+            payload = self._payload(action, objects, scripts)
             self._count("runner_calls_%s" % action)
             started = self.clock()
             result = self.runner.run(action, backend, credentials, **payload)
             self._count("runner_seconds", self.clock() - started)
         except Exception as exc:  # pylint: disable=broad-except
-            # Whatever failed (secret, ConfigMap, runner), nothing was learned about the jobs:
+            # Whatever failed (secret, reading a ConfigMap, runner), nothing was learned about the jobs:
             # mark the backend unreachable for these CRs and try again later.
             self._unreachable(objects, {"type": type(exc).__name__, "message": str(exc)[:500]})
             self._finish(keys, retry=True)
@@ -203,19 +212,32 @@ class Executor:
             return {}
         return self.kube.read_secret(backend["namespace"], backend["secret"])
 
-    def _payload(self, action, objects):
+    def _read_scripts(self, objects):
+        """(objects ready to submit, {key: script of scriptFrom}, [(key, obj, why) of those waiting]).
+
+        A ConfigMap that is not there (yet) holds back its own CR only: it may be applied after the
+        CR, as a Pod waits for the ConfigMaps it names, and the backend is not to blame.
+        """
+        from bridge_controller.kube import Missing
+
+        ready, scripts, waiting = [], {}, []
+        for key, obj in objects:
+            ref = ((obj.get("spec") or {}).get("scriptFrom") or {}).get("configMapKeyRef")
+            if ref:
+                try:
+                    scripts[key] = self.kube.read_config_map_key(obj["metadata"]["namespace"], ref["name"], ref["key"])
+                except Missing as exc:
+                    waiting.append((key, obj, "spec.scriptFrom: %s" % exc))
+                    continue
+            ready.append((key, obj))
+        return ready, scripts, waiting
+
+    def _payload(self, action, objects, scripts):
         if action == "poll":
             return {"identities": [identity_of(obj) for _key, obj in objects]}
         if action == "cancel":
             return {"jobs": [{"identity": identity_of(obj)} for _key, obj in objects]}
-        jobs = []
-        for _key, obj in objects:
-            script_from = ((obj.get("spec") or {}).get("scriptFrom") or {}).get("configMapKeyRef")
-            script = None
-            if script_from:
-                script = self.kube.read_config_map_key(obj["metadata"]["namespace"], script_from["name"], script_from["key"])
-            jobs.append(job_params(obj, script=script))
-        return {"jobs": jobs}
+        return {"jobs": [job_params(obj, script=scripts.get(key)) for key, obj in objects]}
 
     def _finish(self, keys, retry=False):
         with self._lock:

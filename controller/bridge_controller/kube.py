@@ -15,6 +15,18 @@ class Conflict(Exception):
     """The object changed since it was read; the next event brings the new version."""
 
 
+class Missing(Exception):
+    """A named object, or the key it should hold, does not exist (yet): its message names both."""
+
+
+def missing_key(namespace, name, key):
+    return Missing("ConfigMap '%s' in namespace '%s' has no key '%s'" % (name, namespace, key))
+
+
+def missing_config_map(namespace, name):
+    return Missing("ConfigMap '%s' not found in namespace '%s'" % (name, namespace))
+
+
 class KubeApi:
     def __init__(self, api_client):
         from kubernetes import client  # imported here so the pure modules need no Kubernetes client
@@ -45,7 +57,15 @@ class KubeApi:
         return dict((k, base64.b64decode(v).decode("utf-8")) for k, v in (secret.data or {}).items())
 
     def read_config_map_key(self, namespace, name, key):
-        return (self.core.read_namespaced_config_map(name, namespace).data or {}).get(key)
+        try:
+            data = self.core.read_namespaced_config_map(name, namespace).data or {}
+        except self.client.exceptions.ApiException as exc:
+            if exc.status == 404:
+                raise missing_config_map(namespace, name)
+            raise
+        if key not in data:
+            raise missing_key(namespace, name, key)
+        return data[key]
 
     def event(self, obj, reason, message, kind="Normal"):
         meta = obj["metadata"]
@@ -138,7 +158,12 @@ class FakeKube:
         return dict(self.secrets["%s/%s" % (namespace, name)])
 
     def read_config_map_key(self, namespace, name, key):
-        return self.config_maps["%s/%s" % (namespace, name)][key]
+        data = self.config_maps.get("%s/%s" % (namespace, name))
+        if data is None:
+            raise missing_config_map(namespace, name)
+        if key not in data:
+            raise missing_key(namespace, name, key)
+        return data[key]
 
     def event(self, obj, reason, message, kind="Normal"):
         self.events.append((self._key(obj), reason, message, kind))

@@ -63,11 +63,12 @@ def set_condition(conditions, kind, status, reason, message, now, generation):
 
 
 def desired_status(current, generation, job=None, reachable=None, message=None, submitted=False,
-                   backend_error=None, now=None):
+                   backend_error=None, waiting=None, now=None):
     """The status a CR should have after what was just observed.
 
     `job` is the normalized job (None when not read this time), `reachable` whether the backend
-    answered (None when it was not asked), `submitted` whether a job id is known.
+    answered (None when it was not asked), `submitted` whether a job id is known, `waiting` a
+    (reason, message) of why a job that is not submitted cannot be yet.
     """
     now = now or now_rfc3339()
     status = dict(current or {})
@@ -81,8 +82,11 @@ def desired_status(current, generation, job=None, reachable=None, message=None, 
     conditions = list((current or {}).get("conditions") or [])
     phase = status["phase"]
     has_job = bool(status.get("jobId")) or submitted
-    conditions = set_condition(conditions, "Submitted", has_job, "Submitted" if has_job else "NotSubmitted",
-                               "job %s" % status.get("jobId") if has_job else "not submitted yet", now, generation)
+    # In the condition, not in status.message: the next write resets the condition, while a
+    # message stays until something replaces it.
+    reason, why = waiting if waiting and not has_job else ("NotSubmitted", "not submitted yet")
+    conditions = set_condition(conditions, "Submitted", has_job, "Submitted" if has_job else reason,
+                               "job %s" % status.get("jobId") if has_job else why, now, generation)
     conditions = set_condition(conditions, "Running", phase == "Running", phase, "", now, generation)
     conditions = set_condition(conditions, "Succeeded", phase == "Completed", phase,
                                "exit code %s" % status.get("exitCode") if phase == "Completed" else "", now, generation)

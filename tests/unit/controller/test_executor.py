@@ -181,3 +181,46 @@ def test_polls_that_change_nothing_write_nothing_after_a_merge_patch():
     executor.poll_due(now=3000.0)
     executor.poll_due(now=4000.0)
     assert kube.status_patches == patches
+
+
+def script_from(name, key="run.sh"):
+    return {"configMapKeyRef": {"name": name, "key": key}}
+
+
+def conditions(obj):
+    return dict((c["type"], c) for c in obj["status"]["conditions"])
+
+
+def test_a_missing_script_config_map_holds_back_its_cr_only_and_names_the_config_map():
+    # It used to fail the whole batch: every CR of the backend waited, marked BackendReachable False.
+    kube, backend, runner, queue, executor = setup()
+    kube.config_maps["ns/scripts"] = {"run.sh": "#!/bin/bash\necho from a config map\n"}
+    for name, ref in (("a", script_from("scripts")), ("b", script_from("absent")), ("c", script_from("scripts", "other.sh"))):
+        job = bridgejob(name, scriptFrom=ref)
+        del job["spec"]["script"]
+        kube.create(job)
+    settle(executor, queue)
+    assert [call[0] for call in runner.calls] == ["submit"] and runner.calls[0][2] == 1
+    assert backend.submits and kube.objects["ns/a"]["status"]["phase"] == "Queued"
+    for name, words in (("b", ("ConfigMap 'absent' not found", "namespace 'ns'")), ("c", ("has no key 'other.sh'",))):
+        obj = kube.objects["ns/" + name]
+        submitted = conditions(obj)["Submitted"]
+        assert obj["status"]["phase"] == "Pending" and submitted["status"] == "False"
+        assert submitted["reason"] == "ScriptNotFound" and all(word in submitted["message"] for word in words)
+        assert "BackendReachable" not in conditions(obj), "the backend was not asked"
+        assert ("ns/" + name, 15) in queue.later
+
+
+def test_a_cr_waiting_for_its_config_map_is_submitted_once_it_exists():
+    kube, backend, runner, queue, executor = setup()
+    job = bridgejob("a", scriptFrom=script_from("scripts"))
+    del job["spec"]["script"]
+    kube.create(job)
+    settle(executor, queue)
+    assert not runner.calls and conditions(kube.objects["ns/a"])["Submitted"]["reason"] == "ScriptNotFound"
+    kube.config_maps["ns/scripts"] = {"run.sh": "#!/bin/bash\necho late\n"}
+    queue.keys.extend(key for key, _delay in queue.later)
+    settle(executor, queue)
+    submitted = conditions(kube.objects["ns/a"])["Submitted"]
+    assert submitted["status"] == "True" and submitted["reason"] == "Submitted"
+    assert [spec["script"] for spec in backend.submits] == ["#!/bin/bash\necho late\n"]

@@ -1,0 +1,242 @@
+"""The controller end to end on what test_controller_e2e.py leaves out: Ray, scriptFrom, the samples.
+
+A real kube-apiserver, real Ray (tools/ray-cluster.sh) and real Slurm 22.05, one controller process
+for the module. Covered: Ray BridgeJobs -> Completed with exit code 0, a failing script -> Failed
+with non_zero_exit and its exit code, delete while running -> the Ray job STOPPED and the CR
+released; spec.scriptFrom.configMapKeyRef on Slurm -> Completed; a CR naming a ConfigMap (or key)
+that is not there waits with a Submitted condition naming it, and runs once the ConfigMap is
+created; deploy/samples/{slurm,ray}.yaml with the local URLs and credentials filled in run to
+Completed. No token in any status, event, controller log or runner file.
+
+The controller watches all namespaces but only BridgeJobs labelled with this module's run id
+(--selector), so CRs of other runs sharing the apiserver are left alone; each test has its own
+namespace.
+"""
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from conftest import REPO, RUN, ray_env, require_ray, require_slurm, slurm_env
+from test_controller_e2e import GROUP, PLURAL, VERSION, free_port, kube, wait_for  # noqa: F401 pylint: disable=unused-import
+from test_crd import manifests
+
+RUN_LABEL = "bridge.dev/e2e-run"
+
+Controller = collections.namedtuple("Controller", "api_client labels")
+
+
+@pytest.fixture(scope="module")
+def controller(kube, tmp_path_factory):
+    env, api_client = kube
+    from kubernetes import client
+
+    labels = {RUN_LABEL: uuid.uuid4().hex[:12]}
+    tmp_path = tmp_path_factory.mktemp("controller")
+    log_path = tmp_path / "controller.log"
+    controller_env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "controller"),
+                          PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bridge_controller.main", "--kubeconfig", env["KUBECONFIG"],
+             "--selector", "%s=%s" % (RUN_LABEL, labels[RUN_LABEL]),
+             "--playbook-dir", os.path.join(REPO, "playbooks"), "--work-dir", str(tmp_path / "runner"),
+             "--collections-path", os.path.join(RUN, "collections"), "--port", str(free_port()),
+             "--bind-address", "127.0.0.1", "--batch-window", "0.3"],
+            stdout=log, stderr=subprocess.STDOUT, env=controller_env)
+    try:
+        yield Controller(api_client, labels)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        returncode = process.wait(timeout=120)
+        # Namespaces are never finalized here (no kube-controller-manager): release what is left
+        # so that nothing waits on a controller that is gone.
+        custom = client.CustomObjectsApi(api_client)
+        selector = "%s=%s" % (RUN_LABEL, labels[RUN_LABEL])
+        for item in custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, label_selector=selector)["items"]:
+            try:
+                custom.patch_namespaced_custom_object(GROUP, VERSION, item["metadata"]["namespace"], PLURAL,
+                                                      item["metadata"]["name"], {"metadata": {"finalizers": []}})
+            except client.exceptions.ApiException:
+                pass
+    log = log_path.read_text()
+    for secret in secrets():
+        assert secret not in log
+        assert not subprocess.run(["grep", "-rlF", secret, str(tmp_path)], capture_output=True, check=False).stdout
+    assert returncode == 0, log[-4000:]
+
+
+def secrets():
+    """Every token the tests may hand the controller."""
+    found = [(slurm_env("22.05") or {}).get("SLURM_JWT"), (ray_env() or {}).get("RAY_TOKEN")]
+    return [value for value in found if value]
+
+
+class Namespace:
+    """A fresh namespace and the calls a test makes in it."""
+
+    def __init__(self, controller, prefix):
+        from kubernetes import client
+
+        self.client = client
+        self.labels = controller.labels
+        self.core = client.CoreV1Api(controller.api_client)
+        self.custom = client.CustomObjectsApi(controller.api_client)
+        self.name = "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+        self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=self.name)))
+
+    def secret(self, name, data):
+        self.core.create_namespaced_secret(self.name, self.client.V1Secret(
+            metadata=self.client.V1ObjectMeta(name=name), string_data=data))
+
+    def config_map(self, name, data):
+        self.core.create_namespaced_config_map(self.name, self.client.V1ConfigMap(
+            metadata=self.client.V1ObjectMeta(name=name), data=data))
+
+    def create(self, body):
+        body["metadata"].setdefault("labels", {}).update(self.labels)
+        return self.custom.create_namespaced_custom_object(GROUP, VERSION, self.name, PLURAL, body)
+
+    def bridgejob(self, name, backend, **spec):
+        spec.update(backend=backend, pollInterval=2)
+        return self.create({"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "BridgeJob",
+                            "metadata": {"name": name}, "spec": spec})
+
+    def read(self, name):
+        return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.name, PLURAL, name)
+
+    def wait_phase(self, name, phase, timeout=180):
+        return wait_for(lambda: self.read(name), lambda o: phase_of(o) == phase, timeout=timeout)
+
+    def delete_and_wait_gone(self, name, timeout=120):
+        self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.name, PLURAL, name)
+
+        def gone():
+            try:
+                self.read(name)
+                return False
+            except self.client.exceptions.ApiException as exc:
+                return exc.status == 404
+
+        wait_for(gone, bool, timeout=timeout)
+
+    def assert_no_secret(self, names):
+        statuses = [self.read(name).get("status") for name in names]
+        events = [event.message for event in self.core.list_namespaced_event(self.name).items]
+        for secret in secrets():
+            assert secret not in repr(statuses) + repr(events)
+
+
+def phase_of(obj):
+    return (obj.get("status") or {}).get("phase")
+
+
+def condition(obj, kind):
+    return dict((c["type"], c) for c in (obj.get("status") or {}).get("conditions") or []).get(kind) or {}
+
+
+def ray_client(ray):
+    sys.path.insert(0, os.path.join(RUN, "collections"))
+    from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient
+
+    return RayClient(ray["RAY_URL"], token=ray.get("RAY_TOKEN") or None)
+
+
+def slurm_backend(namespace, slurm):
+    namespace.secret("slurm", {"user": slurm["SLURM_USER"], "token": slurm["SLURM_JWT"]})
+    return {"type": "slurm", "url": slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm"},
+            "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]}
+
+
+def test_ray_bridgejobs_complete_fail_and_are_stopped_on_delete(controller):
+    ray = require_ray()
+    namespace = Namespace(controller, "e2e-ray")
+    backend = {"type": "ray", "url": ray["RAY_URL"]}
+    if ray.get("RAY_TOKEN"):
+        namespace.secret("ray", {"token": ray["RAY_TOKEN"]})
+        backend["credentialsSecretRef"] = {"name": "ray"}
+    for name, script in (("ok", "#!/bin/bash\necho fine\n"), ("exit3", "#!/bin/bash\nexit 3\n"),
+                         ("sleeper", "#!/bin/bash\nsleep 300\n")):
+        namespace.bridgejob(name, backend, script=script)
+
+    done = namespace.wait_phase("ok", "Completed")
+    assert done["status"]["exitCode"] == 0 and done["status"]["jobId"]
+    assert done["status"]["nativeState"] == "SUCCEEDED"
+    failed = namespace.wait_phase("exit3", "Failed")
+    # Ray reports the entrypoint's exit code as driver_exit_code, so it is known here as on Slurm.
+    assert failed["status"]["failureClass"] == "non_zero_exit" and failed["status"]["exitCode"] == 3
+    assert failed["status"]["nativeState"] == "FAILED"
+    job_id = namespace.wait_phase("sleeper", "Running")["status"]["jobId"]
+
+    namespace.delete_and_wait_gone("sleeper")
+    job = ray_client(ray).get(job_id)
+    assert job["phase"] == "cancelled" and job["native_state"] == "STOPPED", job["native_state"]
+    namespace.assert_no_secret(("ok", "exit3"))
+
+
+def test_slurm_script_from_config_map_and_one_that_is_not_there_yet(controller):
+    slurm = require_slurm("22.05")
+    namespace = Namespace(controller, "e2e-cm")
+    backend = slurm_backend(namespace, slurm)
+    namespace.config_map("scripts", {"run.sh": "#!/bin/bash\necho from a config map\n"})
+    namespace.bridgejob("from-cm", backend, scriptFrom={"configMapKeyRef": {"name": "scripts", "key": "run.sh"}})
+    namespace.bridgejob("late", backend, scriptFrom={"configMapKeyRef": {"name": "late-scripts", "key": "run.sh"}})
+    namespace.bridgejob("no-key", backend, scriptFrom={"configMapKeyRef": {"name": "scripts", "key": "absent.sh"}})
+
+    done = namespace.wait_phase("from-cm", "Completed")
+    assert done["status"]["exitCode"] == 0 and done["status"]["jobId"]
+    for name, words in (("late", ("ConfigMap 'late-scripts' not found", namespace.name)),
+                        ("no-key", ("ConfigMap 'scripts'", "has no key 'absent.sh'"))):
+        waiting = wait_for(lambda name=name: namespace.read(name),
+                           lambda o: condition(o, "Submitted").get("reason") == "ScriptNotFound")
+        submitted = condition(waiting, "Submitted")
+        assert submitted["status"] == "False" and all(word in submitted["message"] for word in words), submitted
+        assert phase_of(waiting) == "Pending" and not waiting["status"].get("jobId")
+        # The backend is fine and was not asked about this CR.
+        assert condition(waiting, "BackendReachable").get("status") != "False"
+
+    # Never submitted: deleting it cancels nothing and releases it.
+    namespace.delete_and_wait_gone("no-key")
+    # Applied after its CR, as `kubectl apply -f dir/` may do: the retry (every 15 s) finds it.
+    namespace.config_map("late-scripts", {"run.sh": "#!/bin/bash\nexit 0\n"})
+    late = namespace.wait_phase("late", "Completed")
+    assert late["status"]["exitCode"] == 0 and condition(late, "Submitted")["status"] == "True"
+    namespace.assert_no_secret(("from-cm", "late"))
+
+
+def sample(name):
+    """A sample's Secret and BridgeJob as the files have them."""
+    found = dict((doc["kind"], doc) for doc in manifests(os.path.join(REPO, "deploy", "samples", name)))
+    return found["Secret"], found["BridgeJob"]
+
+
+def test_the_samples_run_with_the_local_urls_and_credentials(controller):
+    slurm, ray = require_slurm("22.05"), require_ray()
+    namespace = Namespace(controller, "e2e-samples")
+
+    secret, job = sample("slurm.yaml")
+    secret["stringData"].update(user=slurm["SLURM_USER"], token=slurm["SLURM_JWT"])
+    job["spec"]["backend"]["url"] = slurm["SLURM_URL"]
+    namespace.core.create_namespaced_secret(namespace.name, secret)
+    namespace.create(job)
+
+    secret, job = sample("ray.yaml")
+    job["spec"]["backend"]["url"] = ray["RAY_URL"]
+    # The local head runs without token authentication and ignores the sample's placeholder token;
+    # a head with it gets its real token.
+    if ray.get("RAY_TOKEN"):
+        secret["stringData"]["token"] = ray["RAY_TOKEN"]
+    namespace.core.create_namespaced_secret(namespace.name, secret)
+    namespace.create(job)
+
+    names = [job["metadata"]["name"] for job in (sample("slurm.yaml")[1], sample("ray.yaml")[1])]
+    for name in names:
+        done = wait_for(lambda name=name: namespace.read(name), lambda o: phase_of(o) in ("Completed", "Failed"))
+        assert phase_of(done) == "Completed", done.get("status")
+        assert done["status"]["exitCode"] == 0
+    namespace.assert_no_secret(names)
