@@ -11,6 +11,7 @@ path alone is passed, and the file is removed as soon as the playbook ends.
 
 import json
 import os
+import signal
 import tempfile
 import uuid
 
@@ -21,6 +22,10 @@ SHM = "/dev/shm"
 
 class RunnerError(Exception):
     """The playbook did not produce a module result (it failed before or around the module)."""
+
+
+class NotActing(RunnerError):
+    """The playbook was not run, or was killed, because this replica lost or gave up the lease."""
 
 
 def credentials_dir(directory=SHM):
@@ -73,6 +78,49 @@ def remove_stale_credentials(directory=SHM):
     return removed
 
 
+def descendants(pid):
+    """Every live process below `pid`, parents before children."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(0), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_descendants(pid=None, rounds=5):
+    """SIGKILL every process below `pid` (this one by default); returns how many.
+
+    ansible-runner's own cancel kills the playbook's process group only, and Ansible's workers
+    call setsid(): the module that submits jobs would outlive the playbook and go on submitting.
+    A few rounds catch processes forked while the first ones were being killed.
+    """
+    if not os.path.isdir("/proc"):
+        return 0
+    killed = 0
+    for _round in range(rounds):
+        victims = descendants(os.getpid() if pid is None else pid)
+        if not victims:
+            break
+        for victim in victims:
+            try:
+                os.kill(victim, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    return killed
+
+
 class AnsibleRunner:
     """One ansible-runner invocation per batch; each gets its own ident, old artifacts rotate out."""
 
@@ -82,12 +130,17 @@ class AnsibleRunner:
         self.collections_path = collections_path
         self.rotate_artifacts = rotate_artifacts
         self.python = python
+        # With leader election, main.py sets this to the elector's gate: a playbook does not start,
+        # and a running one is killed, once this replica may no longer act.
+        self.may_act = None
         os.makedirs(work_dir, exist_ok=True)
         remove_stale_credentials()
 
     def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120):
         import ansible_runner  # the controller needs it; unit tests of the pure parts do not
 
+        if self.may_act is not None and not self.may_act():
+            raise NotActing("%s playbook not started: this replica is not the leader" % action)
         extravars = {"backend": backend}
         if action == "poll":
             extravars["identities"] = list(identities)
@@ -101,18 +154,42 @@ class AnsibleRunner:
             envvars["ANSIBLE_COLLECTIONS_PATH"] = self.collections_path
         if self.python:
             envvars["ANSIBLE_PYTHON_INTERPRETER"] = self.python
+        gate = {}
+        if self.may_act is not None:
+            self._ask_often()
+            gate = {"cancel_callback": self._cancelled}
         try:
             result = ansible_runner.run(
                 private_data_dir=self.work_dir, project_dir=self.playbook_dir, playbook=PLAYBOOKS[action],
                 inventory="localhost ansible_connection=local", extravars=extravars, envvars=envvars,
                 ident="%s-%s" % (action, uuid.uuid4().hex[:12]), rotate_artifacts=self.rotate_artifacts,
-                suppress_env_files=True, quiet=True)
+                suppress_env_files=True, quiet=True, **gate)
         finally:
             os.unlink(path)
+        if result.status == "canceled":
+            raise NotActing("%s playbook killed: this replica is no longer the leader" % action)
         res = module_result(result.events)
         if res is None:
             raise RunnerError("%s playbook ended %s (rc %s) without a module result" % (action, result.status, result.rc))
         return res
+
+    def _ask_often(self):
+        # ansible-runner calls cancel_callback every pexpect_timeout seconds (5 by default); half a
+        # second keeps stopping well inside the lease's safety margin. Through env/settings because
+        # ansible-runner 2.4 drops a `settings` argument when that file is missing.
+        path = os.path.join(self.work_dir, "env", "settings")
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as handle:
+                json.dump({"pexpect_timeout": 0.5}, handle)
+
+    def _cancelled(self):
+        if self.may_act():
+            return False
+        # The controller's only children are its playbooks (one batch at a time), so the whole
+        # tree below it is this playbook, Ansible's detached workers and their modules included.
+        kill_descendants()
+        return True
 
 
 class FakeRunner:
