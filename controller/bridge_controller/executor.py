@@ -38,6 +38,9 @@ class Executor:
         self.stats = collections.Counter()
         self.work_ready = threading.Event()              # set when a batch has work
         self.backends_seen = set()
+        # With leader election, main.py sets this to the elector's gate. Once it is closed, nothing
+        # is written and no batch runs: the Lease may soon be another replica's.
+        self.may_act = lambda: True
         self.writers = concurrent.futures.ThreadPoolExecutor(max_workers=status_writers, thread_name_prefix="bridge-status")
         self._lock = threading.Lock()
 
@@ -122,6 +125,8 @@ class Executor:
     def _set_finalizers(self, obj, finalizers):
         from bridge_controller.kube import Conflict
 
+        if not self.may_act():
+            return
         try:
             self.kube.set_finalizers(obj, finalizers)
         except Conflict:
@@ -164,6 +169,9 @@ class Executor:
 
     def _run_batch(self, action, group, keys):
         objects = self._objects(keys)
+        if not objects or not self.may_act():
+            self._finish(keys)
+            return
         scripts = {}
         if action == "submit":
             objects, scripts, waiting = self._read_scripts(objects)
@@ -186,6 +194,9 @@ class Executor:
             result = self.runner.run(action, backend, credentials, **payload)
             self._count("runner_seconds", self.clock() - started)
         except Exception as exc:  # pylint: disable=broad-except
+            if not self.may_act():
+                self._finish(keys)  # what is known now is the next leader's to write
+                return
             # Whatever failed (secret, reading a ConfigMap, runner), nothing was learned about the jobs:
             # mark the backend unreachable for these CRs and try again later.
             self._unreachable(objects, {"type": type(exc).__name__, "message": str(exc)[:500]})
@@ -251,6 +262,8 @@ class Executor:
     # ------------------------------------------------------------------ writing results
 
     def _write(self, obj, **observed):
+        if not self.may_act():
+            return
         meta = obj["metadata"]
         desired = desired_status(obj.get("status"), meta.get("generation"), **observed)
         patch = status_patch(obj.get("status"), desired)

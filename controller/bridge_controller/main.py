@@ -51,7 +51,16 @@ def parse_args(argv):
     parser.add_argument("--leader-elect", action="store_true", help="act only while holding the Lease")
     parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "bridge-system"))
     parser.add_argument("--lease-name", default="bridge-controller")
-    return parser.parse_args(argv)
+    parser.add_argument("--lease-duration", type=int, default=30,
+                        help="seconds a standby waits, after the Lease last changed, before taking it (default 30)")
+    parser.add_argument("--renew-deadline", type=float, default=20.0,
+                        help="seconds the leader acts without a successful renewal; less than --lease-duration (default 20)")
+    parser.add_argument("--retry-period", type=float, default=5.0,
+                        help="seconds between renewals and between a standby's attempts (default 5)")
+    args = parser.parse_args(argv)
+    if not args.lease_duration > args.renew_deadline > args.retry_period > 0:
+        parser.error("need --lease-duration > --renew-deadline > --retry-period > 0")
+    return args
 
 
 def metrics_text(executor, queue):
@@ -158,7 +167,10 @@ def main(argv=None):
         from bridge_controller.leader import LeaderElector
 
         elector = LeaderElector(client.CoordinationV1Api(api_client), args.lease_namespace, args.lease_name,
-                                os.environ.get("POD_NAME") or "%s-%d" % (socket.gethostname(), os.getpid()))
+                                os.environ.get("POD_NAME") or "%s-%d" % (socket.gethostname(), os.getpid()),
+                                lease_duration=args.lease_duration, renew_deadline=args.renew_deadline,
+                                retry_period=args.retry_period)
+        runner.may_act = executor.may_act = elector.is_leading
         threading.Thread(target=elector.run, args=(start, shut_down), name="bridge-leader", daemon=True).start()
     else:
         start()

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import threading
 import time
 import uuid
@@ -31,6 +32,70 @@ STANDBY_MAX_AGE = 600
 
 class RunnerError(Exception):
     """The playbook did not produce a module result (it failed before or around the module)."""
+
+
+class NotActing(RunnerError):
+    """The playbook was not run, or was killed, because this replica lost or gave up the lease."""
+
+
+def descendants(pid):
+    """Every live process below `pid`, parents before children."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(0), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def with_environment(pids, marker):
+    """Those of `pids` whose environment holds `marker` (KEY=value)."""
+    wanted = marker.encode("utf-8")
+    found = []
+    for pid in pids:
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as handle:
+                if wanted in handle.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def kill_descendants(pid=None, marker=None, rounds=5):
+    """SIGKILL every process below `pid` (this one by default), or those whose environment holds
+    `marker`; returns how many.
+
+    ansible-runner's own cancel kills the playbook's process group only, and Ansible's workers
+    call setsid(): the module that submits jobs would outlive the playbook and go on submitting.
+    A few rounds catch processes forked while the first ones were being killed.
+    """
+    if not os.path.isdir("/proc"):
+        return 0
+    killed = 0
+    for _round in range(rounds):
+        victims = descendants(os.getpid() if pid is None else pid)
+        if marker is not None:
+            victims = with_environment(victims, marker)
+        if not victims:
+            break
+        for victim in victims:
+            try:
+                os.kill(victim, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    return killed
 
 
 def module_result(events):
@@ -92,8 +157,10 @@ def write_to_pipe(pipe, data, alive, timeout=120.0, clock=time.monotonic):
 class Started:
     """One playbook run: started, waiting on its pipe for work or doing it."""
 
-    def __init__(self, pipe, thread, runner, started_at):
-        self.pipe, self.thread, self.runner, self.started_at = pipe, thread, runner, started_at
+    def __init__(self, pipe, started_at):
+        self.pipe, self.started_at = pipe, started_at
+        self.thread = self.runner = None
+        self.abandoned = False   # set when its work could not be handed over: it is killed
 
     def alive(self):
         return self.thread.is_alive()
@@ -131,10 +198,13 @@ class AnsibleRunner:
         shutil.rmtree(self.pipe_dir, ignore_errors=True)
         os.makedirs(self.pipe_dir, mode=0o700)
         for action in PLAYBOOKS:
-            os.makedirs(os.path.join(work_dir, action), exist_ok=True)
+            self._ask_often(os.path.join(work_dir, action))
         self._standby = collections.OrderedDict()   # (action, backend) -> Started, least recently used first
         self._lock = threading.Lock()
         self._closed = False
+        # With leader election, main.py sets this to the elector's gate: a playbook does not start,
+        # and a running one (a standby too) is killed, once this replica may no longer act.
+        self.may_act = None
 
     def _connection(self, backend):
         """The playbooks' `backend` extra var: a CA bundle given as text becomes a file (it is public)."""
@@ -161,12 +231,35 @@ class AnsibleRunner:
             envvars["ANSIBLE_COLLECTIONS_PATH"] = self.collections_path
         if self.python:
             envvars["ANSIBLE_PYTHON_INTERPRETER"] = self.python
-        thread, runner = ansible_runner.run_async(
+        started = Started(pipe, self.clock())
+        started.thread, started.runner = ansible_runner.run_async(
             private_data_dir=os.path.join(self.work_dir, action), project_dir=self.playbook_dir,
             playbook=PLAYBOOKS[action], inventory="localhost ansible_connection=local",
             extravars={"backend": self._connection(backend)}, envvars=envvars, ident="%s-%s" % (action, uuid.uuid4().hex[:12]),
-            rotate_artifacts=self.rotate_artifacts, suppress_env_files=True, quiet=True)
-        return Started(pipe, thread, runner, self.clock())
+            rotate_artifacts=self.rotate_artifacts, suppress_env_files=True, quiet=True,
+            cancel_callback=lambda: self._cancelled(started))
+        return started
+
+    @staticmethod
+    def _ask_often(private_data_dir):
+        # ansible-runner calls cancel_callback every pexpect_timeout seconds (5 by default); half a
+        # second keeps stopping well inside the lease's safety margin. Through env/settings because
+        # ansible-runner 2.4 drops a `settings` argument when that file is missing.
+        path = os.path.join(private_data_dir, "env", "settings")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as handle:
+            json.dump({"pexpect_timeout": 0.5}, handle)
+
+    def _cancelled(self, started):
+        if started.abandoned:
+            kill_descendants(marker="BRIDGE_HANDOFF=" + started.pipe)
+            return True
+        if self.may_act is None or self.may_act():
+            return False
+        # The controller's only children are its playbooks, so the whole tree below it is theirs,
+        # Ansible's detached workers and their modules included.
+        kill_descendants()
+        return True
 
     def _take_standby(self, key):
         with self._lock:
@@ -184,17 +277,24 @@ class AnsibleRunner:
         threading.Thread(target=started.finish, name="bridge-dismissed", daemon=True).start()
 
     def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120):
+        if self.may_act is not None and not self.may_act():
+            raise NotActing("%s playbook not started: this replica is not the leader" % action)
         data = json.dumps(handoff_document(action, credentials, jobs, identities, wait_timeout)).encode("utf-8")
         key = (action, json.dumps(backend, sort_keys=True))
         started = self._take_standby(key)
         if started is None or not write_to_pipe(started.pipe, data, started.alive, clock=self.clock):
             started = self._start(action, backend)
             if not write_to_pipe(started.pipe, data, started.alive, clock=self.clock):
+                started.abandoned = True
                 runner = started.finish()
+                if self.may_act is not None and not self.may_act():
+                    raise NotActing("%s playbook killed: this replica is no longer the leader" % action)
                 raise RunnerError("%s playbook ended %s (rc %s) before it took its work" % (action, runner.status, runner.rc))
         if action in self.standby_actions:
             self._keep_standby(key, action, backend)
         runner = started.finish()
+        if runner.status == "canceled":
+            raise NotActing("%s playbook killed: this replica is no longer the leader" % action)
         res = module_result(runner.events)
         if res is None:
             raise RunnerError("%s playbook ended %s (rc %s) without a module result" % (action, runner.status, runner.rc))

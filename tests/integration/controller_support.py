@@ -5,9 +5,13 @@ No pytest and no conftest here: the benchmark imports this as a plain module.
 
 import os
 import socket
+import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "controller"))
+
+from bridge_controller.runner import descendants  # noqa: E402,F401 pylint: disable=wrong-import-position,unused-import
 GROUP, VERSION, PLURAL = "bridge.dev", "v1alpha1", "bridgejobs"
 
 
@@ -15,26 +19,6 @@ def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def descendants(pid):
-    """Every live process below `pid` (ansible-runner starts its playbooks in their own session)."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry) as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def install_crd(api_client, attempts=100):
