@@ -65,18 +65,24 @@ def read_env(path):
 # ---------------------------------------------------------------------------------------------- /proc
 
 
-def tree_rss(root):
+def tree_rss(root, field="VmRSS:", name="status", children=True):
     """Sum of VmRSS over a process tree, bytes (shared pages are counted once per process)."""
     total = 0
-    for pid in [root] + descendants(root):
+    for pid in [root] + (descendants(root) if children else []):
         try:
-            with open("/proc/%d/status" % pid) as handle:
+            with open("/proc/%d/%s" % (pid, name)) as handle:
                 for line in handle:
-                    if line.startswith("VmRSS:"):
+                    if line.startswith(field):
                         total += int(line.split()[1]) * 1024
         except OSError:
             pass
     return total
+
+
+def tree_pss(root, children=True):
+    """Sum of Pss over a process tree, bytes: shared pages split among their sharers, so the
+    forked ansible-playbook workers and the standby count what they really add."""
+    return tree_rss(root, field="Pss:", name="smaps_rollup", children=children)
 
 
 class RssSampler:
@@ -184,7 +190,7 @@ def metrics(port):
 
 
 class Controller:
-    def __init__(self, kubeconfig, namespace, log_path, work_dir):
+    def __init__(self, kubeconfig, namespace, log_path, work_dir, extra_args=()):
         self.port = free_port()
         env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "controller"),
                    PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
@@ -192,7 +198,7 @@ class Controller:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bridge_controller.main", "--kubeconfig", kubeconfig, "--namespace", namespace,
              "--playbook-dir", PLAYBOOKS, "--work-dir", work_dir, "--collections-path", COLLECTIONS,
-             "--port", str(self.port), "--bind-address", "127.0.0.1", "--workers", "8", "--batch-window", "0.5"],
+             "--port", str(self.port), "--bind-address", "127.0.0.1", "--workers", "8"] + list(extra_args),
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.rss = RssSampler(self.process.pid)
 
@@ -230,22 +236,43 @@ class Controller:
 # ---------------------------------------------------------------------------------------------- runs
 
 
+def idle_latencies(custom, namespace, slurm, count, prefix):
+    """CR -> job id seconds for `count` CRs created one at a time, each after the previous got its id."""
+    idle = []
+    for i in range(count):
+        created = create_many(custom, namespace, [bridgejob("%s-%02d" % (prefix, i), slurm)], threads=1)
+        seen = wait_job_ids(custom, namespace, created, timeout=120, every=0.02)
+        idle.extend(seen[name] - created[name][0] for name in seen)
+        time.sleep(1.0)
+    return idle
+
+
+def without_standby_run(args, custom, core, kubeconfig, slurm, work):
+    """The idle latency once more, from a controller that starts every playbook when its work comes."""
+    namespace = "bench-cold-%s" % uuid.uuid4().hex[:6]
+    slurm_namespace(core, namespace, slurm)
+    ctl = Controller(kubeconfig, namespace, os.path.join(work, "controller-cold.log"), os.path.join(work, "runner-cold"),
+                     extra_args=["--standby="])
+    try:
+        ctl.wait_ready()
+        return {"namespace": namespace, "idle": idle_latencies(custom, namespace, slurm, args.idle, "cold"),
+                "pss_idle": tree_pss(ctl.process.pid)}
+    finally:
+        ctl.stop()
+
+
 def controller_run(args, custom, kubeconfig, namespace, slurm, work):
     out = {}
     ctl = Controller(kubeconfig, namespace, os.path.join(work, "controller.log"), os.path.join(work, "runner"))
     try:
         ctl.wait_ready()
         # Idle: one CR at a time; the next only after the previous has its job id.
-        idle = []
-        for i in range(args.idle):
-            created = create_many(custom, namespace, [bridgejob("idle-%02d" % i, slurm)], threads=1)
-            seen = wait_job_ids(custom, namespace, created, timeout=120, every=0.02)
-            idle.extend(seen[name] - created[name][0] for name in seen)
-            time.sleep(1.0)
-        out["idle"] = idle
+        out["idle"] = idle_latencies(custom, namespace, slurm, args.idle, "idle")
         ctl.wait_quiet()
         before = metrics(ctl.port)
         rss_idle = tree_rss(ctl.process.pid)
+        out["pss_idle"] = tree_pss(ctl.process.pid)
+        out["pss_idle_controller"] = tree_pss(ctl.process.pid, children=False)
 
         bodies = [bridgejob("load-%05d" % i, slurm) for i in range(args.n)]
         t0 = time.monotonic()
@@ -283,6 +310,7 @@ def controller_run(args, custom, kubeconfig, namespace, slurm, work):
     runner = AnsibleRunner(PLAYBOOKS, os.path.join(work, "probe"), collections_path=COLLECTIONS, python=sys.executable)
     backend = {"type": "slurm", "url": slurm["SLURM_URL"], "api_version": slurm["SLURM_API_VERSIONS"].split(",")[0]}
     result = runner.run("poll", backend, {"user": slurm["SLURM_USER"], "token": slurm["SLURM_JWT"]}, identities=out["uids"])
+    runner.close()
     out["poll_requests"] = result.get("requests")
     out["poll_found"] = len(result.get("jobs") or {})
     return out
@@ -413,7 +441,7 @@ def pct(values, q):
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else float("nan")
 
 
-def report(args, ctl, cache, base):
+def report(args, ctl, cache, base, cold=None):
     seq_per_cr = statistics.mean(base["seq_per_cr"])
     par_per_cr = base["par_seconds"] / args.sample
     base_rss = statistics.median(base["rss"])
@@ -427,6 +455,11 @@ def report(args, ctl, cache, base):
         ("CR -> jobId p50 / max (burst)", "%.1f / %.1f" % (pct(ctl["latencies"], 0.5), max(ctl["latencies"] or [0])), "", "", ""),
         ("CR -> jobId p50 idle", "%.2f" % pct(ctl["idle"], 0.5), "%.2f" % pct(base["seq_per_cr"], 0.5),
          "%.1fx" % (pct(base["seq_per_cr"], 0.5) / pct(ctl["idle"], 0.5)), "<= 1 s"),
+    ]
+    if cold:
+        rows.append(("CR -> jobId p50 idle, --standby=", "%.2f" % pct(cold["idle"], 0.5), "", "%.1fx slower" % (
+            pct(cold["idle"], 0.5) / pct(ctl["idle"], 0.5)), ""))
+    rows += [
         ("runner calls for N submits", "%d" % ctl["submit_calls"], "%d" % args.n, "%.0fx fewer" % (args.n / max(ctl["submit_calls"], 1)), ""),
         ("poll runner calls / interval", "%.2f" % ctl["polls_per_interval"], "%d (1 per CR)" % ctl["tracked"], "", "1 per backend"),
         ("HTTP requests per poll (N jobs)", "%s" % ctl["poll_requests"], ">= %d" % ctl["tracked"], "", "1 per backend"),
@@ -448,6 +481,12 @@ def report(args, ctl, cache, base):
         args.n, ctl["create_seconds"], 1000 * ctl["create_seconds"] / args.n, ctl["missing"] == 0, ctl["missing"]))
     print("submit runner calls %d; poll runner seconds over the window %.1f; idle controller RSS %.0f MiB" % (
         ctl["submit_calls"], ctl["poll_runner_seconds"], ctl["rss_idle"] / MIB))
+    print("idle PSS: controller process %.0f MiB, with its standby submit playbook %.0f MiB%s" % (
+        ctl["pss_idle_controller"] / MIB, ctl["pss_idle"] / MIB,
+        "; without standby (--standby=) %.0f MiB" % (cold["pss_idle"] / MIB) if cold else ""))
+    if cold:
+        print("idle CR -> jobId seconds: standby %s; --standby= %s" % (
+            " ".join("%.2f" % x for x in ctl["idle"]), " ".join("%.2f" % x for x in cold["idle"])))
     print("poll window %.0f s: %s" % (args.poll_intervals * POLL_INTERVAL, ", ".join(
         "%s %d" % item for item in sorted(ctl["poll_window"].items()))))
     print("one poll playbook run for %d identities: %s HTTP requests, %d jobs found" % (len(ctl["uids"]), ctl["poll_requests"], ctl["poll_found"]))
@@ -484,7 +523,7 @@ def main():
     os.makedirs(work)
     plane = Plane(args.run_dir, args.api_port, args.etcd_port, args.etcd_peer_port)
     namespace = "bench-%s" % run
-    identities, ctl, cache, base, custom = [], None, None, None, None
+    identities, ctl, cache, base, custom, cold = [], None, None, None, None, None
     try:
         kubeconfig = plane.start()
         core, custom = kube_clients(kubeconfig)
@@ -494,12 +533,15 @@ def main():
         ctl = controller_run(args, custom, kubeconfig, namespace, slurm, work)
         identities += ctl["uids"]
         print("controller run done: %d CRs in %.1f s" % (args.n, ctl["all_seconds"]), flush=True)
+        if args.idle:
+            cold = without_standby_run(args, custom, core, kubeconfig, slurm, work)
+            print("run without standby done", flush=True)
         if args.tracked:
             cache = cache_run(args, custom, core, kubeconfig, slurm, work)
             print("cache run done: %d CRs" % cache["cached"], flush=True)
         base = baseline_run(args, slurm, work, run)
         identities += base["identities"]
-        report(args, ctl, cache, base)
+        report(args, ctl, cache, base, cold)
     finally:
         if custom is not None:
             # Every CR of the run namespace (the idle ones too), by uid.
@@ -516,6 +558,11 @@ def main():
                 released = release(custom, namespace)
                 if cache:
                     released += release(custom, cache["namespace"])
+                if cold:
+                    identities_cold = [o["metadata"]["uid"] for o in custom.list_namespaced_custom_object(
+                        GROUP, VERSION, cold["namespace"], PLURAL)["items"]]
+                    cancel_jobs(slurm, identities_cold)
+                    released += release(custom, cold["namespace"])
                 print("released %d CRs" % released)
         finally:
             plane.stop()

@@ -24,7 +24,7 @@
 #   3. ansible-playbook --syntax-check of those playbooks sees the installed collection only;
 #   4. the installed controller's AnsibleRunner, built as main.py builds it, runs bridgejob_poll.yml
 #      (bridge.hpc.job_info) against a stub of Ray's GET /api/jobs/ started here (a stub, not Ray),
-#      with the token going through the credentials file as in the controller.
+#      with the token handed to the module through the named pipe, as the controller does.
 # Not checked: the base image's own content, kubelet/runtime behaviour, in-cluster config, the
 # Lease, probes over the network. Needs PyPI (pip cache makes reruns fast); cleans up after itself.
 set -euo pipefail
@@ -362,8 +362,8 @@ assert not res.get("failed"), res
 assert res.get("jobs") == {} and res.get("missing") == ["00000000-image-check"], res
 assert "/api/jobs/ True" in seen, seen
 EOF
-artifacts="$(find "$A_WORK_DIR/artifacts" -mindepth 1 -maxdepth 1 -type d | wc -l)"
+artifacts="$(find "$A_WORK_DIR/poll/artifacts" -mindepth 1 -maxdepth 1 -type d | wc -l)"
 say "ok: AnsibleRunner ran bridgejob_poll.yml (bridge.hpc.job_info) as $who against a stub Ray API:" \
-  "token via the credentials file, result missing=[00000000-image-check], $artifacts artifact dir in" \
+  "token handed over through the pipe, result missing=[00000000-image-check], $artifacts artifact dir in" \
   "${A_WORK_DIR#"$ROOT"}"
 say "passed in ${SECONDS} s (not an image build: see the header of tools/image_check.sh)"

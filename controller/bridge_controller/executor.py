@@ -57,8 +57,11 @@ class Executor:
                 return
             self.cache[key] = obj
             group = backend_key(obj)
-            new_backend = group not in self.backends_seen
-            self.backends_seen.add(group)
+            # Only a CR that is going to be submitted warms its backend: a controller watching
+            # finished CRs holds no standby playbook.
+            new_backend = group not in self.backends_seen and plan(obj).actions in (("add_finalizer",), ("submit",))
+            if new_backend:
+                self.backends_seen.add(group)
         if new_backend and hasattr(self.runner, "prepare"):
             # Warm the runner for this backend now, off the watch thread, not at its first submit.
             threading.Thread(target=self._prepare, args=(obj,), name="bridge-prepare", daemon=True).start()

@@ -59,17 +59,39 @@ def descendants(pid):
 
 
 def with_environment(pids, marker):
-    """Those of `pids` whose environment holds `marker` (KEY=value)."""
+    """Those of `pids` with an environment entry that starts with `marker` ("KEY=value...")."""
     wanted = marker.encode("utf-8")
     found = []
     for pid in pids:
         try:
             with open("/proc/%d/environ" % pid, "rb") as handle:
-                if wanted in handle.read().split(b"\0"):
+                if any(entry.startswith(wanted) for entry in handle.read().split(b"\0")):
                     found.append(pid)
         except OSError:
             continue
     return found
+
+
+def kill_orphans(pipe_dir):
+    """SIGKILL what an earlier controller with this work dir left running: its standby modules.
+
+    Ansible's workers call setsid(), so a SIGKILLed controller's modules are not hung up with it;
+    a standby would wait out its handoff_timeout (900 s) holding ~150 MiB. In a container they die
+    with it; elsewhere (a restarted process, the tests) the next start finds them by the pipe
+    path in their environment.
+    """
+    if not os.path.isdir("/proc"):
+        return 0
+    mine = set(descendants(os.getpid()))
+    pids = [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and int(entry) not in mine]
+    killed = 0
+    for pid in with_environment(pids, "BRIDGE_HANDOFF=%s/" % pipe_dir):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except OSError:
+            pass
+    return killed
 
 
 def kill_descendants(pid=None, marker=None, rounds=5):
@@ -193,7 +215,8 @@ class AnsibleRunner:
         # for the backends used last.
         self.max_standby = max_standby
         self.clock = clock
-        self.pipe_dir = os.path.join(work_dir, "handoff")
+        self.pipe_dir = os.path.join(os.path.abspath(work_dir), "handoff")
+        kill_orphans(self.pipe_dir)
         # Pipes left by an earlier process: they never hold data, only a path for a reader.
         shutil.rmtree(self.pipe_dir, ignore_errors=True)
         os.makedirs(self.pipe_dir, mode=0o700)

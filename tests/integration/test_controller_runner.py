@@ -43,4 +43,5 @@ def test_batch_submit_poll_cancel_through_ansible_runner(tmp_path, monkeypatch):
 
     leaks = subprocess.run(["grep", "-rl", values["SLURM_JWT"], str(tmp_path)], capture_output=True, text=True, check=False)
     assert leaks.stdout == "", "the token reached the runner directory: %s" % leaks.stdout
-    assert not [name for name in os.listdir("/dev/shm") if name.startswith("bridge-cred-")]
+    runner.close()
+    assert not os.listdir(runner.pipe_dir), "every pipe is removed once its playbook ended"
