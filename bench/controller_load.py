@@ -352,7 +352,8 @@ def cache_run(args, custom, core, kubeconfig, slurm, work):
 def baseline_child():
     """One CR the Operator SDK way: a fresh ansible-runner process runs the submit playbook for it."""
     request = json.load(sys.stdin)
-    runner = AnsibleRunner(PLAYBOOKS, request["work_dir"], collections_path=COLLECTIONS, python=sys.executable)
+    # No standby: the baseline starts one playbook per CR and nothing ahead of its work.
+    runner = AnsibleRunner(PLAYBOOKS, request["work_dir"], collections_path=COLLECTIONS, python=sys.executable, standby=())
     result = runner.run("submit", request["backend"], request["credentials"], jobs=[request["job"]])
     item = (result.get("results") or [{}])[0]
     json.dump({"job_id": (item.get("job") or {}).get("job_id"), "failed": bool(item.get("failed"))}, sys.stdout)

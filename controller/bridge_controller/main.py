@@ -23,6 +23,7 @@ from bridge_controller.watch import BridgeJobWatcher, without_managed_fields
 LOG = logging.getLogger("bridge_controller")
 # The batch thread's longest sleep when nothing is due: how soon it notices a standby to replace.
 IDLE_TICK = 1.0
+STATUS_WRITERS = 8
 
 
 def parse_args(argv):
@@ -103,13 +104,18 @@ def main(argv=None):
         config.load_kube_config(args.kubeconfig)
     else:
         config.load_incluster_config()
-    api_client = client.ApiClient()
+    configuration = client.Configuration.get_default_copy()
+    # Workers, status writers, the watch and the batch thread each hold a connection at times;
+    # urllib3's default of 10 made it drop and reopen them under load ("pool is full").
+    configuration.connection_pool_maxsize = args.workers + STATUS_WRITERS + 4
+    api_client = client.ApiClient(configuration)
     queue = WorkQueue(max_workers=args.workers)
     standby = [action for action in args.standby.split(",") if action]
     runner = AnsibleRunner(args.playbook_dir, args.work_dir, collections_path=args.collections_path,
                            rotate_artifacts=args.rotate_artifacts, python=args.python, standby=standby,
                            max_standby=args.max_standby)
-    executor = Executor(KubeApi(api_client), runner, queue, batch_window=args.batch_window, max_batch=args.max_batch)
+    executor = Executor(KubeApi(api_client), runner, queue, batch_window=args.batch_window, max_batch=args.max_batch,
+                        status_writers=STATUS_WRITERS)
     # managedFields are half of every object and the controller never reads them (measured: 10,000
     # cached BridgeJobs take 196 MiB with them, 84 MiB without).
     watcher = BridgeJobWatcher(client.CustomObjectsApi(api_client), executor.observe, namespace=args.namespace,

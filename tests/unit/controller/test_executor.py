@@ -224,3 +224,50 @@ def test_a_cr_waiting_for_its_config_map_is_submitted_once_it_exists():
     submitted = conditions(kube.objects["ns/a"])["Submitted"]
     assert submitted["status"] == "True" and submitted["reason"] == "Submitted"
     assert [spec["script"] for spec in backend.submits] == ["#!/bin/bash\necho late\n"]
+
+
+class PreparingRunner(FakeRunner):
+    """A FakeRunner that records what the executor asks it to warm and with which connection."""
+
+    def __init__(self, backend):
+        super().__init__(backend)
+        self.prepared = []
+        self.connections = []
+
+    def prepare(self, connection):
+        self.prepared.append(connection)
+
+    def run(self, action, backend, credentials, **kwargs):
+        self.connections.append(backend)
+        return super().run(action, backend, credentials, **kwargs)
+
+
+def test_a_ca_config_map_reaches_the_runner_as_text_and_a_backend_is_warmed_once():
+    import time
+
+    kube = FakeKube(secrets={"ns/creds": {"token": "t"}}, config_maps={"ns/ca": {"ca.crt": "-----BEGIN CERTIFICATE-----\n"}})
+    runner = PreparingRunner(FakeBackend(progression=("running",)))
+    queue = RecordingQueue()
+    executor = Executor(kube, runner, queue, clock=lambda: 1000.0)
+    kube.listeners.append(executor.observe)
+    backend = {"type": "slurm", "url": "https://slurm:6820", "credentialsSecretRef": {"name": "creds"},
+               "caConfigMapRef": {"name": "ca"}}
+    for name in ("a", "b"):
+        kube.create(bridgejob(name, backend=backend))
+    settle(executor, queue)
+    assert runner.connections[0]["ca_pem"] == "-----BEGIN CERTIFICATE-----\n"
+    deadline = time.monotonic() + 5
+    while not runner.prepared and time.monotonic() < deadline:
+        time.sleep(0.01)   # prepare runs on its own thread, off the watch
+    assert len(runner.prepared) == 1 and runner.prepared[0]["url"] == "https://slurm:6820"
+
+
+def test_finished_crs_warm_nothing():
+    kube, _backend, _runner, queue, executor = setup()
+    runner = PreparingRunner(FakeBackend())
+    executor.runner = runner
+    done = bridgejob("done")
+    done["metadata"]["finalizers"] = [FINALIZER]
+    done["status"] = {"phase": "Completed", "jobId": "1"}
+    kube.create(done)
+    assert not executor.backends_seen and not runner.prepared

@@ -103,3 +103,13 @@ def test_fake_runner_speaks_like_the_playbooks():
     cancelled = runner.run("cancel", {"url": "fake://"}, {}, jobs=[{"identity": "u1"}])
     assert cancelled["results"][0]["job"]["phase"] == "cancelled"
     assert [call[0] for call in runner.calls] == ["submit", "poll", "cancel"]
+
+
+def test_a_ca_bundle_becomes_a_file_the_playbook_gets_the_path_of(tmp_path):
+    from bridge_controller.runner import AnsibleRunner
+
+    runner = AnsibleRunner(str(tmp_path / "playbooks"), str(tmp_path / "work"))
+    connection = runner._connection({"type": "slurm", "url": "https://s", "ca_pem": "PEM\n"})
+    assert "ca_pem" not in connection and open(connection["ca_path"]).read() == "PEM\n"
+    assert runner._connection({"type": "slurm", "url": "https://s", "ca_pem": "PEM\n"}) == connection
+    assert runner._connection({"type": "ray", "url": "http://r"}) == {"type": "ray", "url": "http://r"}
