@@ -3,11 +3,14 @@
 
   controller  python -m bridge_controller.main against a private kube-apiserver + etcd
               (tools/kube-control-plane.sh on its own ports and run dir) and Slurm 26.05:
-              p50 CR -> status.jobId for single CRs created while the controller is idle;
+              p50 CR -> status.jobId for single CRs created while the controller is idle
+              (each 3 s after the previous one got its job id), first from a controller
+              without standby playbooks (--standby=), then from the default one;
               N CRs created at once -> seconds until every CR has a job id (p50/max per CR);
               runner calls per poll interval (the controller's /metrics) and the HTTP requests
               one poll of all N jobs costs (job_info's `requests`, from the same playbook);
-              RSS of the controller process tree (sampled from /proc) with N tracked CRs.
+              RSS of the controller process tree (sampled from /proc) with N tracked CRs, and
+              PSS (shared pages split among sharers) of the controller and of its standby.
   cache       RSS of a second controller process whose namespace holds --tracked CRs that
               already carry the finalizer and a terminal status (written by the bench as admin
               through the status subresource): the memory of cached CRs alone, no backend jobs.
@@ -236,6 +239,21 @@ class Controller:
 # ---------------------------------------------------------------------------------------------- runs
 
 
+# Seconds between one idle CR's job id and the next CR: the controller is idle again by then (its
+# standby playbook, started after the previous submit, is loaded).
+IDLE_GAP = 3.0
+
+
+def slurm_queue_length(slurm):
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+
+    client = SlurmClient(slurm["SLURM_URL"], user=slurm["SLURM_USER"], token=slurm["SLURM_JWT"])
+    try:
+        return len(client.list())
+    finally:
+        client.close()
+
+
 def idle_latencies(custom, namespace, slurm, count, prefix):
     """CR -> job id seconds for `count` CRs created one at a time, each after the previous got its id."""
     idle = []
@@ -243,7 +261,7 @@ def idle_latencies(custom, namespace, slurm, count, prefix):
         created = create_many(custom, namespace, [bridgejob("%s-%02d" % (prefix, i), slurm)], threads=1)
         seen = wait_job_ids(custom, namespace, created, timeout=120, every=0.02)
         idle.extend(seen[name] - created[name][0] for name in seen)
-        time.sleep(1.0)
+        time.sleep(IDLE_GAP)
     return idle
 
 
@@ -531,12 +549,17 @@ def main():
         slurm_namespace(core, namespace, slurm)
         print("private control plane %s; Slurm %s at %s; namespace %s; logs in %s" % (
             kubeconfig, slurm.get("SLURM_VERSION"), slurm["SLURM_URL"], namespace, work), flush=True)
+        queued = slurm_queue_length(slurm)
+        print("Slurm remembers %d jobs now; every identity lookup lists them all" % queued, flush=True)
+        if queued > 100:
+            print("WARNING: a long queue slows every submit; cancel leftovers and wait MinJobAge (300 s)", flush=True)
+        if args.idle:
+            # Before the burst, whose 1,000 held jobs would slow every lookup after it.
+            cold = without_standby_run(args, custom, core, kubeconfig, slurm, work)
+            print("run without standby done", flush=True)
         ctl = controller_run(args, custom, kubeconfig, namespace, slurm, work)
         identities += ctl["uids"]
         print("controller run done: %d CRs in %.1f s" % (args.n, ctl["all_seconds"]), flush=True)
-        if args.idle:
-            cold = without_standby_run(args, custom, core, kubeconfig, slurm, work)
-            print("run without standby done", flush=True)
         if args.tracked:
             cache = cache_run(args, custom, core, kubeconfig, slurm, work)
             print("cache run done: %d CRs" % cache["cached"], flush=True)

@@ -3,9 +3,10 @@
 Workers never wait for a backend. A plan's submit or cancel joins the batch of its backend and
 action; the batch thread wakes when work arrives, gathers for `batch_window` seconds and runs each
 batch as one runner invocation (one module run for all its CRs). What arrives while a batch runs
-forms the next one, so a burst needs few invocations and a lone CR waits only `batch_window`. Polling is driven per backend, not per CR: every tracked job of a backend is read with one
-runner call, hence one list request, per poll interval, whatever the number of CRs. A CR whose work
-is in a batch is "in flight" and is not planned again until its results are written.
+forms the next one, so a burst needs few invocations and a lone CR waits only `batch_window`.
+Polling is driven per backend, not per CR: every tracked job of a backend is read with one runner
+call, hence one list request, per poll interval, whatever the number of CRs. A CR whose work is in
+a batch is "in flight" and is not planned again until its results are written.
 """
 
 import collections

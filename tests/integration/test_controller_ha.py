@@ -190,6 +190,6 @@ def test_one_replica_acts_and_the_other_takes_over_on_kill_and_on_release(ha):
         log = replica.log()
         assert not any(token in log for token in ctx.tokens)
     shutting, acquired = new.lines("shutting down")[-1][0], old.lines("acquired by %s" % old.name)[-1][0]
+    finishing, handing_over = (released[-1][0] - shutting).total_seconds(), (acquired - released[-1][0]).total_seconds()
     print("takeover after SIGKILL: %.1fs (lease 5 s); after SIGTERM: %.1fs, of which %.1fs finishing the batch, "
-          "%.2fs from release to the other's acquiring" % (after_kill, after_term, (released[-1][0] - shutting).total_seconds(),
-                                                          (acquired - released[-1][0]).total_seconds()))
+          "%.2fs from release to the other's acquiring" % (after_kill, after_term, finishing, handing_over))

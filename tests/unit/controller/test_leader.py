@@ -263,7 +263,7 @@ def test_a_leader_that_cannot_renew_stops_acting_and_says_so():
 
 def test_a_leader_that_sees_another_holder_stops_at_once():
     api, events = FakeCoordination(), []
-    a = elector(api, "a", **dict(FAST, renew_deadline=0.8, retry_period=0.05))
+    a = elector(api, "a", lease_duration=FAST["lease_duration"], renew_deadline=0.8, retry_period=0.05)
     run_in_thread(a, events)
     assert wait(a.is_leading)
     stolen = copy.deepcopy(api.lease)
