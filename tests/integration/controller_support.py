@@ -53,3 +53,21 @@ def slurm_backend(slurm):
     """spec.backend of a BridgeJob for that cluster, speaking its newest REST version."""
     return {"type": "slurm", "url": slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm"},
             "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]}
+
+
+def release_all(custom, namespace, delete=False):
+    """Clean-up after a test: drop the finalizer of every BridgeJob in `namespace` (no cancel), and
+    delete them too when asked; returns how many there were."""
+    from kubernetes import client
+
+    items = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
+    for item in items:
+        name = item["metadata"]["name"]
+        try:
+            if item["metadata"].get("finalizers"):
+                custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, {"metadata": {"finalizers": []}})
+            if delete:
+                custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        except client.exceptions.ApiException:
+            pass  # gone already
+    return len(items)

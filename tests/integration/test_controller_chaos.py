@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from conftest import REPO, RUN, read_env_file, require_slurm
-from controller_support import GROUP, PLURAL, VERSION, descendants, free_port, slurm_backend, slurm_namespace
+from controller_support import GROUP, PLURAL, VERSION, descendants, free_port, release_all, slurm_backend, slurm_namespace
 from test_controller_e2e import kube, wait_for  # noqa: F401 pylint: disable=unused-import
 from test_crd import apply, manifests
 
@@ -185,13 +185,7 @@ def setup(kube, account, tmp_path):  # pylint: disable=redefined-outer-name
     ctx.create, ctx.read, ctx.items = create, read, items
     yield ctx
     returncode = controller.stop()
-    for item in items():
-        try:
-            custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, item["metadata"]["name"],
-                                                  {"metadata": {"finalizers": []}})
-            custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, item["metadata"]["name"])
-        except client.exceptions.ApiException:
-            pass
+    release_all(custom, namespace, delete=True)
     try:
         client.CoordinationV1Api(api_client).delete_namespaced_lease(lease, SYSTEM_NAMESPACE)
     except client.exceptions.ApiException:

@@ -18,6 +18,7 @@ import uuid
 import pytest
 
 from conftest import require_slurm
+from controller_support import release_all
 from test_controller_chaos import (SYSTEM_NAMESPACE, Controller, account, phase_of,  # noqa: F401 pylint: disable=unused-import
                                    slurm_client)
 from test_controller_e2e import GROUP, PLURAL, VERSION, kube, wait_for  # noqa: F401 pylint: disable=unused-import
@@ -96,13 +97,7 @@ def ha(kube, account, tmp_path):  # pylint: disable=redefined-outer-name
     ctx.create, ctx.items, ctx.holder = create, items, holder
     yield ctx
     codes = [replica.stop() for replica in replicas]
-    for item in items():
-        try:
-            custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, item["metadata"]["name"],
-                                                  {"metadata": {"finalizers": []}})
-            custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, item["metadata"]["name"])
-        except client.exceptions.ApiException:
-            pass
+    release_all(custom, namespace, delete=True)
     try:
         coordination.delete_namespaced_lease(lease, SYSTEM_NAMESPACE)
     except client.exceptions.ApiException:
