@@ -22,6 +22,12 @@ REFUSED_KINDS = ("invalid_spec", "rejected", "already_exists", "not_found")
 RETRY_SECONDS = 15
 
 
+def module_error(result, default_type):
+    """The BackendReachable reason and message of a module that failed as a whole."""
+    error = result.get("error") or {}
+    return {"type": error.get("type") or default_type, "message": str(result.get("msg") or error.get("message") or "")[:500]}
+
+
 class Executor:
     def __init__(self, kube, runner, queue, batch_window=0.05, max_batch=500, clock=time.monotonic, status_writers=8):
         self.kube = kube
@@ -206,6 +212,12 @@ class Executor:
             self._unreachable(objects, {"type": type(exc).__name__, "message": str(exc)[:500]})
             self._finish(keys, retry=True)
             return
+        if action != "poll" and result.get("failed") and not result.get("results"):
+            # The module failed before any item (the batch's one lookup: connection, TLS, auth):
+            # nothing was submitted or cancelled. Its error, not "no result", is what to report.
+            self._unreachable(objects, module_error(result, "%sFailed" % action.capitalize()))
+            self._finish(keys, retry=True)
+            return
         if action == "poll":
             self._apply_poll(objects, result)
         else:
@@ -329,10 +341,8 @@ class Executor:
         if result.get("failed"):
             # The module ran but could not list the jobs (slurmrestd down, 5xx, ...): nothing was
             # learned about them, so the backend is unreachable, not "no longer knows this job".
-            error = result.get("error") or {}
             self._count("polls_failed")
-            self._unreachable(objects, {"type": error.get("type") or "PollFailed",
-                                        "message": str(result.get("msg") or error.get("message") or "")[:500]})
+            self._unreachable(objects, module_error(result, "PollFailed"))
             return
         jobs = result.get("jobs") or {}
         self._count("polls")

@@ -2,6 +2,7 @@
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -88,10 +89,12 @@ def start_playbook(playbook, extra_vars, env, log_path):
 class Relay:
     """A TCP relay to host:port that counts connections. cut() severs every open connection and
     refuses new ones (they are accepted and closed at once) until restore(); after close() the port
-    is refused. TLS runs end to end through it."""
+    is refused. TLS runs end to end through it, unless `tls` (a server-side ssl.SSLContext) is
+    given: then the relay terminates TLS and speaks plain TCP to the target."""
 
-    def __init__(self, target):
+    def __init__(self, target, tls=None):
         self.target = target
+        self.tls = tls
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
         self.lock = threading.Lock()
@@ -102,14 +105,14 @@ class Relay:
         self.thread.start()
 
     @classmethod
-    def to(cls, url):
+    def to(cls, url, tls=None):
         """A relay to the host and port of an http(s) URL."""
         host, port = url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)
-        return cls((host, int(port)))
+        return cls((host, int(port)), tls=tls)
 
     @property
     def url(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "%s://127.0.0.1:%d" % ("https" if self.tls else "http", self.port)
 
     def _accept(self):
         while True:
@@ -134,6 +137,9 @@ class Relay:
                 self._kill(client)
                 self._kill(upstream)
                 continue
+            if self.tls:
+                threading.Thread(target=self._tls_pipe, args=(client, upstream), daemon=True).start()
+                continue
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
 
@@ -149,6 +155,40 @@ class Relay:
         finally:
             for sock in (source, sink):
                 self._kill(sock)
+
+    def _tls_pipe(self, client, upstream):
+        """Both directions of a TLS connection in one thread: an SSL object is not to be used by
+        two threads at once. A failed handshake (a client that rejects the certificate) ends it."""
+        try:
+            client.settimeout(10)
+            tls = self.tls.wrap_socket(client, server_side=True)  # closes the socket when it fails
+            tls.settimeout(None)
+        except OSError:
+            with self.lock:
+                self.open_sockets.discard(client)
+            self._kill(upstream)
+            return
+        # wrap_socket() took over the file descriptor: cut() must now shut the TLS socket down.
+        with self.lock:
+            self.open_sockets.discard(client)
+            severed = upstream not in self.open_sockets
+            self.open_sockets.add(tls)
+        try:
+            while not severed:
+                readable = [tls] if tls.pending() else select.select([tls, upstream], [], [])[0]
+                for source, sink in ((tls, upstream), (upstream, tls)):
+                    if source in readable:
+                        data = source.recv(65536)
+                        if not data:
+                            severed = True
+                            break
+                        sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (tls, upstream):
+                self._kill(sock)
+            tls.close()
 
     def _kill(self, sock):
         try:
@@ -186,6 +226,26 @@ class Relay:
         except ConnectionRefusedError:
             return True
         return False
+
+
+def make_certificates(directory):
+    """A throwaway CA and a certificate for 127.0.0.1 (IP SAN) it signed, made with openssl in
+    `directory`: returns (ca.crt path, server ssl.SSLContext)."""
+    import ssl
+
+    def openssl(*args):
+        subprocess.run(("openssl",) + args, cwd=str(directory), check=True, capture_output=True)
+
+    key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=Bridge test CA")
+    openssl("req", *key, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1")
+    with open(os.path.join(str(directory), "san.ext"), "w") as handle:
+        handle.write("subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.crt", "-days", "2", "-extfile", "san.ext")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(os.path.join(str(directory), "server.crt"), os.path.join(str(directory), "server.key"))
+    return os.path.join(str(directory), "ca.crt"), context
 
 
 # ------------------------------------------------------------------ ansible-inventory

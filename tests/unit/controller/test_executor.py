@@ -158,6 +158,23 @@ def test_a_poll_the_module_fails_marks_the_backend_unreachable_and_keeps_the_pha
     assert reachable["status"] == "True", "polled again while unreachable, and recovered"
 
 
+def test_a_submit_the_module_fails_as_a_whole_reports_its_error_and_retries_later():
+    # An untrusted certificate fails the batch's lookup: fail_json with no "results". The status
+    # used to say "no result", and the CR was planned again at once instead of after RETRY_SECONDS.
+    kube, backend, runner, queue, executor = setup()
+    kube.create(bridgejob("a"))
+    message = "Failed to list jobs on Slurm at https://slurm:6820: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"
+    runner.run = lambda *args, **kwargs: {"failed": True, "changed": False, "msg": message,
+                                          "error": {"type": "ConnectionFailed", "kind": "connection", "message": message}}
+    settle(executor, queue)
+    status = kube.objects["ns/a"]["status"]
+    reachable = conditions(kube.objects["ns/a"])["BackendReachable"]
+    assert reachable["status"] == "False" and reachable["reason"] == "ConnectionFailed"
+    assert "certificate verify failed" in reachable["message"]
+    assert status["phase"] == "Pending" and not status.get("jobId") and not backend.jobs
+    assert ("ns/a", 15) in queue.later and "ns/a" not in queue.keys
+
+
 def test_a_spec_the_backend_refuses_fails_with_the_reason():
     kube, backend, runner, queue, executor = setup()
     kube.create(bridgejob("a", resources={"timeLimit": "1:99"}))
