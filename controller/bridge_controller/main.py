@@ -123,27 +123,35 @@ def main(argv=None):
     stopping = threading.Event()
     started = threading.Event()
 
-    def tick():
-        # Batches and polls run here, one at a time; workers only plan and never wait on a backend.
+    def batches():
+        # Submits and cancels run here, one batch at a time; workers only plan and never wait on a
+        # backend. Polls have their own thread, so that a poll's playbook never delays a submit.
         while not stopping.is_set():
-            until_poll = executor.seconds_to_next_poll()
-            if executor.wait_for_work(IDLE_TICK if until_poll is None else min(until_poll, IDLE_TICK)):
+            if executor.wait_for_work(IDLE_TICK):
                 stopping.wait(args.batch_window)  # let the first arrival's company join its batch
             try:
                 executor.flush()
-                executor.poll_due()
                 runner.refresh()
             except Exception:  # pylint: disable=broad-except
                 LOG.exception("batch failed")
         executor.flush()
-        runner.close()
+
+    def polls():
+        while not stopping.is_set():
+            until_poll = executor.seconds_to_next_poll()
+            stopping.wait(IDLE_TICK if until_poll is None else min(until_poll, IDLE_TICK))
+            try:
+                executor.poll_due()
+            except Exception:  # pylint: disable=broad-except
+                LOG.exception("poll failed")
 
     threads = []
 
     def start():
         LOG.info("bridge-controller %s acting (selector %r)", __version__, args.selector)
         threads.append(threading.Thread(target=watcher.run, name="bridge-watch", daemon=True))
-        threads.append(threading.Thread(target=tick, name="bridge-batches", daemon=True))
+        threads.append(threading.Thread(target=batches, name="bridge-batches", daemon=True))
+        threads.append(threading.Thread(target=polls, name="bridge-polls", daemon=True))
         for thread in threads:
             thread.start()
         threads.extend(run_workers(queue, executor.reconcile))
@@ -184,8 +192,9 @@ def main(argv=None):
     watcher.stop()
     queue.shutdown(drain=False)
     for thread in threads:
-        if thread.name == "bridge-batches":
+        if thread.name in ("bridge-batches", "bridge-polls"):
             thread.join()
+    runner.close()
     if elector is not None:
         elector.stop()
     server.shutdown()

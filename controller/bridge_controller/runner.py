@@ -239,9 +239,10 @@ class AnsibleRunner:
             os.makedirs(directory, exist_ok=True)
             path = os.path.join(directory, hashlib.sha256(pem.encode("utf-8")).hexdigest()[:32] + ".pem")
             if not os.path.exists(path):
-                with open(path + ".tmp", "w") as handle:
+                partial = "%s.%s" % (path, uuid.uuid4().hex)   # the batch and poll threads may both write it
+                with open(partial, "w") as handle:
                     handle.write(pem)
-                os.replace(path + ".tmp", path)
+                os.replace(partial, path)
             backend["ca_path"] = path
         return backend
 
