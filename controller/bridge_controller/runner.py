@@ -26,6 +26,8 @@ import uuid
 PLAYBOOKS = {"submit": "bridgejob_submit.yml", "poll": "bridgejob_poll.yml", "cancel": "bridgejob_cancel.yml"}
 TASK_NAME = "Bridge"
 HANDOFF_KEYS = ("user", "token")
+# Pipe dirs of this process's runners, which remove_orphans must not take for a dead process's.
+LIVE_PIPE_DIRS = set()
 # The module gives up waiting after its handoff_timeout (900 s): a standby this old is not used.
 STANDBY_MAX_AGE = 600
 
@@ -72,25 +74,43 @@ def with_environment(pids, marker):
     return found
 
 
-def kill_orphans(pipe_dir):
-    """SIGKILL what an earlier controller with this work dir left running: its standby modules.
+def remove_orphans(handoff_dir):
+    """SIGKILL what dead controllers with this work dir left running, and remove their pipes.
 
-    Ansible's workers call setsid(), so a SIGKILLed controller's modules are not hung up with it;
-    a standby would wait out its handoff_timeout (900 s) holding ~150 MiB. In a container they die
-    with it; elsewhere (a restarted process, the tests) the next start finds them by the pipe
-    path in their environment.
+    Each runner keeps its pipes in handoff/<pid>-<random>. Ansible's workers call setsid(), so a
+    SIGKILLed controller's modules are not hung up with it: a standby would wait out its
+    handoff_timeout (900 s) holding ~150 MiB. In a container they die with it; elsewhere (a
+    restarted process, the tests) they are found here by the pipe path in their environment.
+    Another live controller's dirs are left alone (two may share a work dir), and so are this
+    process's own runners'. A dir with our pid that is not one of them is stale: in a container
+    the restarted controller often gets the dead one's pid.
     """
-    if not os.path.isdir("/proc"):
+    if not os.path.isdir(handoff_dir):
         return 0
-    mine = set(descendants(os.getpid()))
-    pids = [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and int(entry) not in mine]
+
+    def stale(name):
+        owner = name.split("-")[0]
+        if not owner.isdigit():
+            return True
+        if int(owner) == os.getpid():
+            return os.path.join(handoff_dir, name) not in LIVE_PIPE_DIRS
+        return not os.path.exists("/proc/%s" % owner)
+
+    stale = [name for name in os.listdir(handoff_dir) if stale(name)]
     killed = 0
-    for pid in with_environment(pids, "BRIDGE_HANDOFF=%s/" % pipe_dir):
-        try:
-            os.kill(pid, signal.SIGKILL)
-            killed += 1
-        except OSError:
-            pass
+    if stale and os.path.isdir("/proc"):
+        mine = set(descendants(os.getpid()))
+        pids = [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and int(entry) not in mine]
+        for name in stale:
+            for pid in with_environment(pids, "BRIDGE_HANDOFF=%s/" % os.path.join(handoff_dir, name)):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except OSError:
+                    pass
+    for name in stale:
+        # Pipes never hold data, only a path for a reader.
+        shutil.rmtree(os.path.join(handoff_dir, name), ignore_errors=True)
     return killed
 
 
@@ -215,11 +235,11 @@ class AnsibleRunner:
         # for the backends used last.
         self.max_standby = max_standby
         self.clock = clock
-        self.pipe_dir = os.path.join(os.path.abspath(work_dir), "handoff")
-        kill_orphans(self.pipe_dir)
-        # Pipes left by an earlier process: they never hold data, only a path for a reader.
-        shutil.rmtree(self.pipe_dir, ignore_errors=True)
+        handoff_dir = os.path.join(os.path.abspath(work_dir), "handoff")
+        remove_orphans(handoff_dir)
+        self.pipe_dir = os.path.join(handoff_dir, "%d-%s" % (os.getpid(), uuid.uuid4().hex[:8]))
         os.makedirs(self.pipe_dir, mode=0o700)
+        LIVE_PIPE_DIRS.add(self.pipe_dir)
         for action in PLAYBOOKS:
             self._ask_often(os.path.join(work_dir, action))
         self.ansible_config = os.environ.get("ANSIBLE_CONFIG") or self._write_ansible_config()

@@ -113,3 +113,36 @@ def test_a_ca_bundle_becomes_a_file_the_playbook_gets_the_path_of(tmp_path):
     assert "ca_pem" not in connection and open(connection["ca_path"]).read() == "PEM\n"
     assert runner._connection({"type": "slurm", "url": "https://s", "ca_pem": "PEM\n"}) == connection
     assert runner._connection({"type": "ray", "url": "http://r"}) == {"type": "ray", "url": "http://r"}
+
+
+def test_only_dead_controllers_pipes_and_processes_are_removed(tmp_path):
+    import subprocess
+    import time
+
+    from bridge_controller.runner import LIVE_PIPE_DIRS, remove_orphans, with_environment
+
+    handoff = tmp_path / "handoff"
+    dead, other, stale_mine, live_mine = (handoff / name for name in (
+        "999999999-aaaa", "%d-bbbb" % os.getppid(), "%d-cccc" % os.getpid(), "%d-dddd" % os.getpid()))
+    for directory in (dead, other, stale_mine, live_mine):
+        directory.mkdir(parents=True)
+    LIVE_PIPE_DIRS.add(str(live_mine))
+    # A standby module left by the dead controller: detached (not our child), like Ansible's workers.
+    env = dict(os.environ, BRIDGE_HANDOFF=str(dead / "submit-1"))
+    subprocess.run(["setsid", "-f", "sleep", "61.%d" % os.getpid()], env=env, check=True)
+    marker = "BRIDGE_HANDOFF=%s/" % dead
+
+    def orphans():
+        return with_environment([int(p) for p in os.listdir("/proc") if p.isdigit()], marker)
+
+    deadline = time.monotonic() + 5
+    while not orphans() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert orphans()
+    assert remove_orphans(str(handoff)) >= 1
+    assert sorted(p.name for p in handoff.iterdir()) == sorted([other.name, live_mine.name])
+    deadline = time.monotonic() + 5
+    while orphans() and time.monotonic() < deadline:
+        time.sleep(0.01)   # SIGKILL delivered; /proc/<pid>/environ goes once it is reaped
+    assert not orphans()
+    LIVE_PIPE_DIRS.discard(str(live_mine))
