@@ -377,15 +377,21 @@ class AnsibleRunner:
             self._keep_standby((action, json.dumps(backend, sort_keys=True)), action, backend)
 
     def refresh(self):
-        """Replace standbys that ended or are about to give up waiting, so that idle stays warm."""
+        """Replace standbys about to give up waiting, so that idle stays warm; drop ended ones.
+
+        A standby that ended on its own (a broken playbook, say) is not restarted here, which
+        would restart it every tick: the next batch starts its playbook and tries a standby again.
+        """
         with self._lock:
-            stale = [(key, started) for key, started in self._standby.items()
-                     if not started.alive() or self.clock() - started.started_at >= STANDBY_MAX_AGE]
-            for key, _started in stale:
+            aged = [(key, started) for key, started in self._standby.items()
+                    if not started.alive() or self.clock() - started.started_at >= STANDBY_MAX_AGE]
+            for key, _started in aged:
                 del self._standby[key]
-        for key, started in stale:
+        for key, started in aged:
+            restart = started.alive()
             self._dismiss(started)
-            self._keep_standby(key, key[0], json.loads(key[1]))
+            if restart:
+                self._keep_standby(key, key[0], json.loads(key[1]))
 
     def close(self):
         """End every standby (each exits idle); a run in progress is not touched."""

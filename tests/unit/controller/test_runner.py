@@ -146,3 +146,55 @@ def test_only_dead_controllers_pipes_and_processes_are_removed(tmp_path):
         time.sleep(0.01)   # SIGKILL delivered; /proc/<pid>/environ goes once it is reaped
     assert not orphans()
     LIVE_PIPE_DIRS.discard(str(live_mine))
+
+
+class StubStarted:
+    """Stands in for a started playbook: no process, a pipe that is not there."""
+
+    def __init__(self, pipe, started_at):
+        self.pipe, self.started_at, self.living = pipe, started_at, True
+
+    def alive(self):
+        return self.living
+
+    def finish(self):
+        return None
+
+
+def stub_runner(tmp_path, monkeypatch, **kwargs):
+    from bridge_controller.runner import AnsibleRunner
+
+    now, started = [0.0], []
+    runner = AnsibleRunner(str(tmp_path / "playbooks"), str(tmp_path / "work"), clock=lambda: now[0], **kwargs)
+
+    def start(_action, backend):
+        started.append(StubStarted(str(tmp_path / "gone" / backend["url"][-1]), now[0]))
+        return started[-1]
+
+    monkeypatch.setattr(runner, "_start", start)
+    return runner, now, started
+
+
+def standby_urls(runner):
+    return [json.loads(key[1])["url"] for key in runner._standby]
+
+
+def test_standbys_are_kept_for_the_backends_used_last(tmp_path, monkeypatch):
+    runner, _now, started = stub_runner(tmp_path, monkeypatch, max_standby=2)
+    for url in ("http://a", "http://b", "http://a", "http://c"):
+        runner.prepare({"type": "slurm", "url": url})
+    assert len(started) == 3 and standby_urls(runner) == ["http://b", "http://c"]
+
+
+def test_refresh_replaces_aged_standbys_and_leaves_ended_ones_to_the_next_batch(tmp_path, monkeypatch):
+    from bridge_controller.runner import STANDBY_MAX_AGE
+
+    runner, now, started = stub_runner(tmp_path, monkeypatch)
+    runner.prepare({"type": "slurm", "url": "http://a"})
+    runner.prepare({"type": "slurm", "url": "http://b"})
+    started[0].living = False          # ended on its own: restarting it each tick would loop
+    runner.refresh()
+    assert len(started) == 2 and standby_urls(runner) == ["http://b"]
+    now[0] = STANDBY_MAX_AGE           # b is about to give up waiting: replaced
+    runner.refresh()
+    assert len(started) == 3 and standby_urls(runner) == ["http://b"] and started[2].started_at == STANDBY_MAX_AGE
