@@ -11,7 +11,6 @@ a batch is "in flight" and is not planned again until its results are written.
 
 import collections
 import concurrent.futures
-import logging
 import threading
 import time
 
@@ -19,8 +18,6 @@ from bridge_controller.reconcile import FINALIZER, plan
 from bridge_controller.spec import backend_key, backend_of, identity_of, job_params, key_of, poll_interval
 from bridge_controller.status import desired_status, status_patch
 
-LOG = logging.getLogger(__name__)
-NO_RESULT = {"failed": True, "error": {"kind": "server", "message": "no result"}}
 REFUSED_KINDS = ("invalid_spec", "rejected", "already_exists", "not_found")
 RETRY_SECONDS = 15
 
@@ -151,22 +148,16 @@ class Executor:
 
     # ------------------------------------------------------------------ batches
 
-    def flush(self, wait_for_writes=True):
-        """Run every pending submit and cancel batch once; returns how many runner calls it made.
-
-        Without `wait_for_writes`, a batch's status writes go on in the writer pool while the
-        next batch's playbook runs; its CRs stay in flight until their writes are done.
-        """
+    def flush(self):
+        """Run every pending submit and cancel batch once; returns how many runner calls it made."""
         with self._lock:
             batches = list(self.pending.items())
             self.pending.clear()
-        calls, writing = 0, []
+        calls = 0
         for (action, group), keys in batches:
             for start in range(0, len(keys), self.max_batch):
-                writing.extend(self._run_batch(action, group, keys[start:start + self.max_batch]) or ())
+                self._run_batch(action, group, keys[start:start + self.max_batch])
                 calls += 1
-        if wait_for_writes:
-            concurrent.futures.wait(writing)
         return calls
 
     def poll_due(self, now=None):
@@ -229,11 +220,9 @@ class Executor:
             return
         if action == "poll":
             self._apply_poll(objects, result)
-            self._finish(keys)
-            return None
-        by_identity = dict((item.get("identity"), item) for item in result.get("results") or [])
-        return self._each(lambda key, obj: self._apply_result(action, key, obj, by_identity.get(identity_of(obj)) or NO_RESULT),
-                          objects, then=lambda: self._finish(keys))
+        else:
+            self._apply_results(action, objects, result)
+        self._finish(keys)
 
     def _connection(self, obj):
         """What the runner connects with (the credentials apart): the same for a backend key's CRs."""
@@ -310,35 +299,20 @@ class Executor:
     def _unreachable(self, objects, error):
         self._each(lambda _key, obj: self._write(obj, reachable=False, backend_error=error), objects)
 
-    def _each(self, write_one, items, then=None):
-        """Write one status per item from the writer pool; wait for all of them, or return their
-        futures and call `then` once they are all done.
+    def _each(self, write_one, items):
+        """Write one status per item from the writer pool and wait for all of them.
 
         A batch's status writes are independent requests; one after another they made 1,000
         submissions take ~50 s on the batch thread (bench/controller_load.py).
         """
-        futures = [self.writers.submit(write_one, *item) for item in items]
-        if then is None:
-            for future in futures:
-                future.result()
-            return futures
-        remaining = [len(futures)]
-        counted = threading.Lock()
+        for future in [self.writers.submit(write_one, *item) for item in items]:
+            future.result()
 
-        def one_done(future):
-            if future.exception() is not None:
-                LOG.error("status write failed: %s", future.exception())
-            with counted:
-                remaining[0] -= 1
-                last = remaining[0] == 0
-            if last:
-                then()
-
-        for future in futures:
-            future.add_done_callback(one_done)
-        if not futures:
-            then()
-        return futures
+    def _apply_results(self, action, objects, result):
+        by_identity = dict((item.get("identity"), item) for item in result.get("results") or [])
+        missing = {"failed": True, "error": {"kind": "server", "message": "no result"}}
+        self._each(lambda key, obj: self._apply_result(action, key, obj, by_identity.get(identity_of(obj)) or missing),
+                   objects)
 
     def _apply_result(self, action, key, obj, item):
         error = item.get("error") or {}

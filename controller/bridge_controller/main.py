@@ -130,7 +130,7 @@ def main(argv=None):
             if executor.wait_for_work(IDLE_TICK):
                 stopping.wait(args.batch_window)  # let the first arrival's company join its batch
             try:
-                executor.flush(wait_for_writes=False)   # the next batch need not wait for these writes
+                executor.flush()
                 runner.refresh()
             except Exception:  # pylint: disable=broad-except
                 LOG.exception("batch failed")
