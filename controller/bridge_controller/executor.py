@@ -11,6 +11,7 @@ a batch is "in flight" and is not planned again until its results are written.
 
 import collections
 import concurrent.futures
+import logging
 import threading
 import time
 
@@ -18,6 +19,7 @@ from bridge_controller.reconcile import FINALIZER, plan
 from bridge_controller.spec import backend_key, backend_of, identity_of, job_params, key_of, poll_interval
 from bridge_controller.status import desired_status, status_patch
 
+LOG = logging.getLogger(__name__)
 REFUSED_KINDS = ("invalid_spec", "rejected", "already_exists", "not_found")
 RETRY_SECONDS = 15
 
@@ -29,7 +31,8 @@ def module_error(result, default_type):
 
 
 class Executor:
-    def __init__(self, kube, runner, queue, batch_window=0.05, max_batch=500, clock=time.monotonic, status_writers=8):
+    def __init__(self, kube, runner, queue, batch_window=0.05, max_batch=500, clock=time.monotonic, status_writers=8,
+                 event_writers=0):
         self.kube = kube
         self.runner = runner
         self.queue = queue
@@ -49,6 +52,10 @@ class Executor:
         # is written and no batch runs: the Lease may soon be another replica's.
         self.may_act = lambda: True
         self.writers = concurrent.futures.ThreadPoolExecutor(max_workers=status_writers, thread_name_prefix="bridge-status")
+        # Events are reported, not waited for, as client-go's recorder does: the status (the job id)
+        # lands without queueing behind them. 0 writes them in line (the unit tests read them at once).
+        self.event_writers = (concurrent.futures.ThreadPoolExecutor(max_workers=event_writers, thread_name_prefix="bridge-events")
+                              if event_writers else None)
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ events and planning
@@ -293,8 +300,20 @@ class Executor:
                 self.cache[key_of(obj)] = updated
         old_phase = (obj.get("status") or {}).get("phase")
         if desired.get("phase") != old_phase:
-            self.kube.event(obj, desired["phase"], desired.get("message") or desired.get("reason") or desired["phase"],
-                            "Warning" if desired["phase"] == "Failed" else "Normal")
+            event = (obj, desired["phase"], desired.get("message") or desired.get("reason") or desired["phase"],
+                     "Warning" if desired["phase"] == "Failed" else "Normal")
+            if self.event_writers is None:
+                self._event(*event)
+            else:
+                self.event_writers.submit(self._event, *event)
+
+    def _event(self, obj, reason, message, kind):
+        try:
+            self.kube.event(obj, reason, message, kind)
+        except Exception as exc:  # pylint: disable=broad-except
+            # An event is a report: failing to write one must not fail the status it reports.
+            self._count("events_failed")
+            LOG.warning("event for %s not written: %s", key_of(obj), exc)
 
     def _unreachable(self, objects, error):
         self._each(lambda _key, obj: self._write(obj, reachable=False, backend_error=error), objects)

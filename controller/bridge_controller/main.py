@@ -24,6 +24,7 @@ LOG = logging.getLogger("bridge_controller")
 # The batch thread's longest sleep when nothing is due: how soon it notices a standby to replace.
 IDLE_TICK = 1.0
 STATUS_WRITERS = 8
+EVENT_WRITERS = 2
 
 
 def parse_args(argv):
@@ -107,7 +108,7 @@ def main(argv=None):
     configuration = client.Configuration.get_default_copy()
     # Workers, status writers, the watch and the batch thread each hold a connection at times;
     # urllib3's default of 10 made it drop and reopen them under load ("pool is full").
-    configuration.connection_pool_maxsize = args.workers + STATUS_WRITERS + 4
+    configuration.connection_pool_maxsize = args.workers + STATUS_WRITERS + EVENT_WRITERS + 4
     api_client = client.ApiClient(configuration)
     queue = WorkQueue(max_workers=args.workers)
     standby = [action for action in args.standby.split(",") if action]
@@ -115,7 +116,7 @@ def main(argv=None):
                            rotate_artifacts=args.rotate_artifacts, python=args.python, standby=standby,
                            max_standby=args.max_standby)
     executor = Executor(KubeApi(api_client), runner, queue, batch_window=args.batch_window, max_batch=args.max_batch,
-                        status_writers=STATUS_WRITERS)
+                        status_writers=STATUS_WRITERS, event_writers=EVENT_WRITERS)
     # managedFields are half of every object and the controller never reads them (measured: 10,000
     # cached BridgeJobs take 196 MiB with them, 84 MiB without).
     watcher = BridgeJobWatcher(client.CustomObjectsApi(api_client), executor.observe, namespace=args.namespace,

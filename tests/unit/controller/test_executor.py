@@ -288,3 +288,20 @@ def test_finished_crs_warm_nothing():
     done["status"] = {"phase": "Completed", "jobId": "1"}
     kube.create(done)
     assert not executor.backends_seen and not runner.prepared
+
+
+def test_events_are_written_off_the_status_path_and_a_failed_one_costs_only_itself():
+    kube = FakeKube(secrets={"ns/creds": {"token": "t"}})
+
+    def refuse(*_args, **_kwargs):
+        raise RuntimeError("events are forbidden")
+
+    kube.event = refuse
+    queue = RecordingQueue()
+    executor = Executor(kube, FakeRunner(FakeBackend(progression=("running",))), queue, clock=lambda: 1000.0, event_writers=1)
+    kube.listeners.append(executor.observe)
+    kube.create(bridgejob("a"))
+    settle(executor, queue)
+    executor.event_writers.shutdown(wait=True)
+    assert kube.objects["ns/a"]["status"]["jobId"]
+    assert executor.stats["events_failed"] >= 1
