@@ -1,9 +1,9 @@
 """Carry out reconcile's plans: finalizers at once, backend work in per-backend batches.
 
 Workers never wait for a backend. A plan's submit or cancel joins the batch of its backend and
-action; the batch thread wakes when work arrives, gathers for `batch_window` seconds and runs each
-batch as one runner invocation (one module run for all its CRs). What arrives while a batch runs
-forms the next one, so a burst needs few invocations and a lone CR waits only `batch_window`.
+action; the batch thread (main.py) wakes when work arrives, gathers for --batch-window seconds and
+runs each batch as one runner invocation (one module run for all its CRs). What arrives while a
+batch runs forms the next one, so a burst needs few invocations and a lone CR waits only the window.
 Polling is driven per backend, not per CR: every tracked job of a backend is read with one runner
 call, hence one list request, per poll interval, whatever the number of CRs. A CR whose work is in
 a batch is "in flight" and is not planned again until its results are written.
@@ -31,12 +31,10 @@ def module_error(result, default_type):
 
 
 class Executor:
-    def __init__(self, kube, runner, queue, batch_window=0.05, max_batch=500, clock=time.monotonic, status_writers=8,
-                 event_writers=0):
+    def __init__(self, kube, runner, queue, max_batch=500, clock=time.monotonic, status_writers=8, event_writers=0):
         self.kube = kube
         self.runner = runner
         self.queue = queue
-        self.batch_window = batch_window
         self.max_batch = max_batch
         self.clock = clock
         self.cache = {}

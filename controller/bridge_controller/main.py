@@ -115,7 +115,7 @@ def main(argv=None):
     runner = AnsibleRunner(args.playbook_dir, args.work_dir, collections_path=args.collections_path,
                            rotate_artifacts=args.rotate_artifacts, python=args.python, standby=standby,
                            max_standby=args.max_standby)
-    executor = Executor(KubeApi(api_client), runner, queue, batch_window=args.batch_window, max_batch=args.max_batch,
+    executor = Executor(KubeApi(api_client), runner, queue, max_batch=args.max_batch,
                         status_writers=STATUS_WRITERS, event_writers=EVENT_WRITERS)
     # managedFields are half of every object and the controller never reads them (measured: 10,000
     # cached BridgeJobs take 196 MiB with them, 84 MiB without).

@@ -196,11 +196,16 @@ def write_to_pipe(pipe, data, alive, timeout=120.0, clock=time.monotonic):
     return True
 
 
+def standby_key(action, backend):
+    """Standbys are kept per action and backend connection."""
+    return action, json.dumps(backend, sort_keys=True)
+
+
 class Started:
     """One playbook run: started, waiting on its pipe for work or doing it."""
 
-    def __init__(self, pipe, started_at):
-        self.pipe, self.started_at = pipe, started_at
+    def __init__(self, action, backend, pipe, started_at):
+        self.action, self.backend, self.pipe, self.started_at = action, backend, pipe, started_at
         self.thread = self.runner = None
         self.abandoned = False   # set when its work could not be handed over: it is killed
 
@@ -277,7 +282,7 @@ class AnsibleRunner:
             envvars["ANSIBLE_COLLECTIONS_PATH"] = self.collections_path
         if self.python:
             envvars["ANSIBLE_PYTHON_INTERPRETER"] = self.python
-        started = Started(pipe, self.clock())
+        started = Started(action, backend, pipe, self.clock())
         started.thread, started.runner = ansible_runner.run_async(
             private_data_dir=os.path.join(self.work_dir, action), project_dir=self.playbook_dir,
             playbook=PLAYBOOKS[action], inventory="localhost ansible_connection=local",
@@ -335,7 +340,7 @@ class AnsibleRunner:
         if self.may_act is not None and not self.may_act():
             raise NotActing("%s playbook not started: this replica is not the leader" % action)
         data = json.dumps(handoff_document(action, credentials, jobs, identities, wait_timeout)).encode("utf-8")
-        key = (action, json.dumps(backend, sort_keys=True))
+        key = standby_key(action, backend)
         started = self._take_standby(key)
         if started is None or not write_to_pipe(started.pipe, data, started.alive, clock=self.clock):
             started = self._start(action, backend)
@@ -346,7 +351,7 @@ class AnsibleRunner:
                     raise NotActing("%s playbook killed: this replica is no longer the leader" % action)
                 raise RunnerError("%s playbook ended %s (rc %s) before it took its work" % (action, runner.status, runner.rc))
         if action in self.standby_actions:
-            self._keep_standby(key, action, backend)
+            self._keep_standby(action, backend)
         runner = started.finish()
         if runner.status == "canceled":
             raise NotActing("%s playbook killed: this replica is no longer the leader" % action)
@@ -355,7 +360,8 @@ class AnsibleRunner:
             raise RunnerError("%s playbook ended %s (rc %s) without a module result" % (action, runner.status, runner.rc))
         return res
 
-    def _keep_standby(self, key, action, backend):
+    def _keep_standby(self, action, backend):
+        key = standby_key(action, backend)
         with self._lock:
             if self._closed or key in self._standby:
                 return
@@ -374,7 +380,7 @@ class AnsibleRunner:
     def prepare(self, backend):
         """Have standbys ready for a backend before its first batch (a new CR's backend)."""
         for action in self.standby_actions:
-            self._keep_standby((action, json.dumps(backend, sort_keys=True)), action, backend)
+            self._keep_standby(action, backend)
 
     def refresh(self):
         """Replace standbys about to give up waiting, so that idle stays warm; drop ended ones.
@@ -387,11 +393,11 @@ class AnsibleRunner:
                     if not started.alive() or self.clock() - started.started_at >= STANDBY_MAX_AGE]
             for key, _started in aged:
                 del self._standby[key]
-        for key, started in aged:
+        for _key, started in aged:
             restart = started.alive()
             self._dismiss(started)
             if restart:
-                self._keep_standby(key, key[0], json.loads(key[1]))
+                self._keep_standby(started.action, started.backend)
 
     def close(self):
         """End every standby (each exits idle); a run in progress is not touched."""

@@ -151,8 +151,8 @@ def test_only_dead_controllers_pipes_and_processes_are_removed(tmp_path):
 class StubStarted:
     """Stands in for a started playbook: no process, a pipe that is not there."""
 
-    def __init__(self, pipe, started_at):
-        self.pipe, self.started_at, self.living = pipe, started_at, True
+    def __init__(self, action, backend, pipe, started_at):
+        self.action, self.backend, self.pipe, self.started_at, self.living = action, backend, pipe, started_at, True
 
     def alive(self):
         return self.living
@@ -167,8 +167,8 @@ def stub_runner(tmp_path, monkeypatch, **kwargs):
     now, started = [0.0], []
     runner = AnsibleRunner(str(tmp_path / "playbooks"), str(tmp_path / "work"), clock=lambda: now[0], **kwargs)
 
-    def start(_action, backend):
-        started.append(StubStarted(str(tmp_path / "gone" / backend["url"][-1]), now[0]))
+    def start(action, backend):
+        started.append(StubStarted(action, backend, str(tmp_path / "gone" / backend["url"][-1]), now[0]))
         return started[-1]
 
     monkeypatch.setattr(runner, "_start", start)
