@@ -17,6 +17,10 @@ class BridgeError(Exception):
     """
 
     kind = "error"
+    # Whether trying the same thing again later may succeed (kopf's TemporaryError vs
+    # PermanentError): the controller retries temporary errors with backoff and reports permanent
+    # ones. A subclass or the raiser decides; a 5xx or a lost connection is temporary.
+    temporary = False
 
     def __init__(self, reason, verb=None, obj=None, ident=None, manager=None, url=None, status=None):
         self.reason = reason
@@ -51,16 +55,19 @@ class BridgeError(Exception):
             "kind": self.kind,
             "reason": self.reason,
             "status": self.status,
+            "temporary": self.temporary,
             "message": self.render(),
         }
 
 
 class ConnectionFailed(BridgeError):
     kind = "connection"
+    temporary = True
 
 
 class Timeout(BridgeError):
     kind = "timeout"
+    temporary = True
 
 
 class AuthFailed(BridgeError):
@@ -83,6 +90,24 @@ class Rejected(BridgeError):
 
 class ServerError(BridgeError):
     kind = "server"
+
+    @property
+    def temporary(self):
+        # A 5xx or 429 may pass; an unexpected 3xx or 4xx will answer the same next time.
+        return self.status is None or self.status == 429 or self.status >= 500
+
+
+class MalformedResponse(BridgeError):
+    """The answer was not what the manager's API sends: HTML from a proxy, another service's JSON,
+    a truncated body, fields of the wrong type. Permanent: the URL most likely points elsewhere."""
+
+    kind = "malformed_response"
+
+
+class Unsupported(Rejected):
+    """The backend cannot do what was asked (a verb or a spec field it has no equivalent for)."""
+
+    kind = "unsupported"
 
 
 class SpecError(Rejected):

@@ -1,0 +1,200 @@
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The backend contract: what every resource manager client is and does. Internal to this collection.
+
+A backend is a class that says what it is (its name, connection options and their environment
+variables, the credential keys it needs, its capabilities) and implements the verbs every backend
+has. Modules, inventory plugins and the BridgeJob controller talk to this contract only; the one
+registry of backends is `_registry.BACKENDS`. Modelled on community.hashi_vault's auth methods: a
+base class whose verbs raise until a backend implements them.
+
+Normalized jobs have the keys of JOB_KEYS; job ids are strings everywhere (Slurm's integers,
+Ray's submission ids and the string ids of other managers alike).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError, Unsupported
+
+# Every normalized job has at least these keys; backends may add their own (partition, nodes, ...).
+JOB_KEYS = ("job_id", "name", "identity", "phase", "terminal", "native_state", "reason", "exit_code",
+            "signal", "failure_class", "submit_time", "start_time", "end_time", "native")
+PHASES = ("queued", "running", "completed", "failed", "cancelled")
+TERMINAL_PHASES = ("completed", "failed", "cancelled")
+FAILURE_CLASSES = ("timeout", "out_of_memory", "node_failure", "cancelled", "non_zero_exit", "rejected", "preempted")
+
+# What a backend may declare it can do, beyond the verbs every backend has.
+CAPABILITY_DOCS = {
+    "api_versions": "speaks several versions of its manager's API and discovers which one is served",
+    "queues": "places jobs in named queues or partitions (spec queue)",
+    "accounts": "charges jobs to accounts and QOS (spec account, qos)",
+    "constraints": "selects nodes by feature (spec constraints)",
+    "multi_node": "runs one job on several nodes and tasks (nodes, tasks, tasks_per_node)",
+    "gpu_type": "selects GPUs by type (resources.gpu_type)",
+    "memory_per_cpu": "reserves memory per CPU (resources.memory_per_cpu)",
+    "output_paths": "writes the job's stdout and stderr where the spec says, in a working directory it names",
+    "signal": "cancels with a chosen signal",
+    "logs": "returns a job's output through its API (the logs verb)",
+    "token_auth": "authenticates with a bearer token (JWT or API token)",
+    "preflight": "checks a spec against the live service before submitting (the check verb)",
+}
+
+# The options every backend's connection has; a backend adds its own in CONNECTION.
+COMMON_CONNECTION = dict(
+    url=dict(type="str"),
+    validate_certs=dict(type="bool", default=True),
+    ca_path=dict(type="path"),
+    timeout=dict(type="float", default=30.0),
+    retries=dict(type="int", default=3),
+)
+
+
+class Backend(object):
+    """The contract. Subclasses set the class attributes and implement the verbs.
+
+    Verbs that talk to the service raise a typed BridgeError (never a TypeError or KeyError of a
+    malformed answer); `temporary` on the error says whether trying again may help.
+    """
+
+    NAME = None             # registry key and backend_options namespace: "slurm"
+    TITLE = None            # the manager as messages name it: "Slurm"
+    URL_NAME = "URL"        # what `url` points at, for messages: "the slurmrestd URL"
+    CONNECTION = {}         # connection options of this backend beyond COMMON_CONNECTION
+    ENV = {}                # option -> environment variables it falls back to, first wins
+    CREDENTIALS = ()        # connection options that are secrets or identities the controller reads
+                            # from a Secret and hands over through the pipe, never through a file
+    SECRETS = ()            # those of CREDENTIALS that are secret (no_log)
+    CAPABILITIES = frozenset()
+
+    # ---------------------------------------------------------------- construction
+
+    @classmethod
+    def connection_options(cls, env_fallback=None):
+        """The Ansible argument spec of this backend's connection.
+
+        `env_fallback` is ansible.module_utils.basic.env_fallback (modules) or None (plugins and
+        the controller, which read the environment their own way).
+        """
+        options = dict((name, dict(spec)) for name, spec in COMMON_CONNECTION.items())
+        options.update((name, dict(spec)) for name, spec in cls.CONNECTION.items())
+        for name in cls.SECRETS:
+            options[name]["no_log"] = True
+        if env_fallback is not None:
+            for name, variables in cls.ENV.items():
+                options[name]["fallback"] = (env_fallback, list(variables))
+        return options
+
+    @classmethod
+    def from_options(cls, get):
+        """A client from options; `get(name)` reads a module param or a plugin option."""
+        raise NotImplementedError
+
+    @classmethod
+    def require_url(cls, url):
+        if not url:
+            sources = ["option url"] + ["environment %s" % name for name in cls.ENV.get("url", ())]
+            raise SpecError("url", "%s is required (%s)" % (cls.URL_NAME, " or ".join(sources)))
+        if not re.match(r"^https?://[^/\s]+", url):
+            raise SpecError("url", "'%s' is not an http:// or https:// URL" % url)
+        return url
+
+    # ---------------------------------------------------------------- what every backend does
+
+    warnings = ()
+
+    @property
+    def api_version(self):
+        """The API version in use, where the manager has versions; else None."""
+        return None
+
+    @property
+    def requests_sent(self):
+        """HTTP requests this client has sent."""
+        return self.transport.requests_sent
+
+    def describe(self):
+        """The service: {"manager", "version", "api_version", "url", ...}; raises when the URL is
+        not this manager's API (MalformedResponse naming what answered instead)."""
+        raise NotImplementedError
+
+    def render(self, spec):
+        """The native submit request of a normalized spec, shown to users as `rendered`. Pure
+        except for what it must ask the service (Slurm's REST version)."""
+        raise NotImplementedError
+
+    def check(self, spec):
+        """Refuse, with a SpecError naming the field, a spec the live service could never run."""
+        raise NotImplementedError
+
+    def submit(self, spec):
+        """Send the submit exactly once (never retried); returns the new job's id as a string."""
+        raise NotImplementedError
+
+    def find_many(self, identities):
+        """{identity: newest job carrying it} for those that have a job, with one request."""
+        raise NotImplementedError
+
+    def find(self, identity):
+        """The newest job carrying `identity`, or None."""
+        return self.find_many([identity]).get(identity)
+
+    def get(self, job_id):
+        """One job by id; NotFound when the manager does not know it."""
+        raise NotImplementedError
+
+    def list(self, identities=None, name=None, phases=None):
+        """Jobs the manager knows, narrowed by identity, name and phase."""
+        raise NotImplementedError
+
+    def cancel(self, job_id):
+        """Stop a queued or running job; a finished one is left as it is."""
+        raise NotImplementedError
+
+    def logs(self, job_id, tail_lines=None):
+        """The job's output, where the manager keeps it (capability "logs")."""
+        raise Unsupported("%s does not serve job output through its API" % self.TITLE, "read logs of", "job",
+                          job_id, self.TITLE, getattr(self, "url", None))
+
+    def inventory(self):
+        """What the inventory plugin makes hosts of: {"kind": records}, normalized, with "native"."""
+        raise NotImplementedError
+
+    def close(self):
+        self.transport.close()
+
+
+def natural_key(job_id):
+    """Sort key of a job id: numbers by value (Slurm's "9" < "10"), then any string."""
+    text = "%s" % (job_id,)
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part]
+
+
+def newer(job, other):
+    """Whether `job` was submitted after `other`: by submit time, then by id."""
+    mine, theirs = job.get("submit_time") or "", other.get("submit_time") or ""
+    if mine != theirs and mine and theirs:
+        return mine > theirs
+    return natural_key(job.get("job_id")) > natural_key(other.get("job_id"))
+
+
+def newest_by_identity(jobs, warnings=None):
+    """{identity: job} of jobs carrying a Bridge identity; where several do, the newest wins.
+
+    A duplicate is a warning, since Bridge itself never submits one identity twice.
+    """
+    found = {}
+    for job in jobs:
+        identity = job.get("identity")
+        if not identity:
+            continue
+        if identity in found and warnings is not None:
+            warnings.append("several jobs carry identity '%s' (%s, %s); using the newest" % (
+                identity, found[identity]["job_id"], job["job_id"]))
+        if identity not in found or newer(job, found[identity]):
+            found[identity] = job
+    return found
