@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.join(REPO, "controller"))
 # controller_support: the helpers the controller's integration tests use as well.
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
-from bridge_controller.reconcile import FINALIZER  # noqa: E402
+from bridge_controller.plan import FINALIZER  # noqa: E402
 from bridge_controller.runner import AnsibleRunner  # noqa: E402
 from bridge_controller.status import desired_status  # noqa: E402
 from controller_support import (  # noqa: E402

@@ -1,7 +1,9 @@
 """bridge-controller: watch BridgeJobs, reconcile them with the collection's playbooks.
 
-watch (list+watch) -> queue (per-key, deduplicated, bounded workers) -> reconcile (pure plan)
--> executor (batches per backend) -> runner (ansible-runner) -> status (conditions, events).
+watch (list+watch, the one object cache) -> queue (per-key, deduplicated, bounded workers, backoff)
+-> plan (pure) -> batches (per backend) -> resolver (Secret, ConfigMaps) -> runner (ansible-runner)
+-> results (pure) -> writer (status, finalizers, events); executor.py runs that loop, this file
+parses flags, wires the parts together and serves /healthz, /readyz and /metrics.
 """
 
 import argparse
@@ -16,13 +18,11 @@ import threading
 from bridge_controller import __version__
 from bridge_controller.executor import Executor
 from bridge_controller.kube import KubeApi
-from bridge_controller.queue import WorkQueue, run_workers
+from bridge_controller.queue import ExponentialBackoff, WorkQueue, run_workers
 from bridge_controller.runner import AnsibleRunner
 from bridge_controller.watch import BridgeJobWatcher, without_managed_fields
 
 LOG = logging.getLogger("bridge_controller")
-# The batch thread's longest sleep when nothing is due: how soon it notices a standby to replace.
-IDLE_TICK = 1.0
 STATUS_WRITERS = 8
 EVENT_WRITERS = 2
 
@@ -37,6 +37,11 @@ def parse_args(argv):
                         help="seconds a batch gathers after its first submit or cancel arrives; what arrives while a "
                              "batch runs joins the next one (default 0.05)")
     parser.add_argument("--max-batch", type=int, default=500, help="jobs per runner invocation at most")
+    parser.add_argument("--retry-base", type=float, default=2.0,
+                        help="seconds before the first retry of a CR whose backend failed; doubles with each failure (default 2)")
+    parser.add_argument("--retry-cap", type=float, default=300.0,
+                        help="the longest wait between retries, and the wait after a permanent backend error such as "
+                             "failed authentication (default 300)")
     parser.add_argument("--playbook-dir", default=os.environ.get("BRIDGE_PLAYBOOK_DIR", "/usr/share/bridge/playbooks"))
     parser.add_argument("--work-dir", "--runner-dir", dest="work_dir", default=os.environ.get("BRIDGE_WORK_DIR", "/tmp/bridge-runner"),
                         help="ansible-runner's private data dir (artifacts rotate); keep it on tmpfs")
@@ -65,13 +70,13 @@ def parse_args(argv):
     return args
 
 
-def metrics_text(executor, queue):
+def metrics_text(executor, queue, watcher):
     lines = []
     for name, value in sorted(executor.stats.items()):
         lines.append("bridge_%s %s" % (name, value))
     lines.append("bridge_queue_depth %d" % len(queue))
     phases = {}
-    for obj in list(executor.cache.values()):
+    for obj in filter(None, map(watcher.get, watcher.keys())):
         phase = (obj.get("status") or {}).get("phase") or "Pending"
         phases[phase] = phases.get(phase, 0) + 1
     for phase, count in sorted(phases.items()):
@@ -110,49 +115,28 @@ def main(argv=None):
     # urllib3's default of 10 made it drop and reopen them under load ("pool is full").
     configuration.connection_pool_maxsize = args.workers + STATUS_WRITERS + EVENT_WRITERS + 4
     api_client = client.ApiClient(configuration)
-    queue = WorkQueue(max_workers=args.workers)
+    queue = WorkQueue(max_workers=args.workers, rate_limiter=ExponentialBackoff(base=args.retry_base, cap=args.retry_cap))
     standby = [action for action in args.standby.split(",") if action]
     runner = AnsibleRunner(args.playbook_dir, args.work_dir, collections_path=args.collections_path,
                            rotate_artifacts=args.rotate_artifacts, python=args.python, standby=standby,
                            max_standby=args.max_standby)
-    executor = Executor(KubeApi(api_client), runner, queue, max_batch=args.max_batch,
-                        status_writers=STATUS_WRITERS, event_writers=EVENT_WRITERS)
     # managedFields are half of every object and the controller never reads them (measured: 10,000
-    # cached BridgeJobs take 196 MiB with them, 84 MiB without).
-    watcher = BridgeJobWatcher(client.CustomObjectsApi(api_client), executor.observe, namespace=args.namespace,
-                               label_selector=args.selector, transform=without_managed_fields)
+    # cached BridgeJobs take 196 MiB with them, 84 MiB without). The watcher's cache is the
+    # executor's too, so the handler is bound late: each needs the other.
+    watcher = BridgeJobWatcher(client.CustomObjectsApi(api_client), lambda kind, obj: executor.observe(kind, obj),
+                               namespace=args.namespace, label_selector=args.selector, transform=without_managed_fields)
+    executor = Executor(KubeApi(api_client), watcher, runner, queue, max_batch=args.max_batch,
+                        batch_window=args.batch_window, status_writers=STATUS_WRITERS, event_writers=EVENT_WRITERS)
     stopping = threading.Event()
     started = threading.Event()
-
-    def batches():
-        # Submits and cancels run here, one batch at a time; workers only plan and never wait on a
-        # backend. Polls have their own thread, so that a poll's playbook never delays a submit.
-        while not stopping.is_set():
-            if executor.wait_for_work(IDLE_TICK):
-                stopping.wait(args.batch_window)  # let the first arrival's company join its batch
-            try:
-                executor.flush()
-                runner.refresh()
-            except Exception:  # pylint: disable=broad-except
-                LOG.exception("batch failed")
-        executor.flush()
-
-    def polls():
-        while not stopping.is_set():
-            until_poll = executor.seconds_to_next_poll()
-            stopping.wait(IDLE_TICK if until_poll is None else min(until_poll, IDLE_TICK))
-            try:
-                executor.poll_due()
-            except Exception:  # pylint: disable=broad-except
-                LOG.exception("poll failed")
 
     threads = []
 
     def start():
         LOG.info("bridge-controller %s acting (selector %r)", __version__, args.selector)
         threads.append(threading.Thread(target=watcher.run, name="bridge-watch", daemon=True))
-        threads.append(threading.Thread(target=batches, name="bridge-batches", daemon=True))
-        threads.append(threading.Thread(target=polls, name="bridge-polls", daemon=True))
+        threads.append(threading.Thread(target=executor.run_batches, args=(stopping,), name="bridge-batches", daemon=True))
+        threads.append(threading.Thread(target=executor.run_polls, args=(stopping,), name="bridge-polls", daemon=True))
         for thread in threads:
             thread.start()
         threads.extend(run_workers(queue, executor.reconcile))
@@ -165,7 +149,7 @@ def main(argv=None):
             ready = started.is_set() and watcher.wait_synced(0)
             return (200, "ready\n") if ready else (503, "not ready\n")
         if path == "/metrics":
-            return 200, metrics_text(executor, queue)
+            return 200, metrics_text(executor, queue, watcher)
         return 404, "not found\n"
 
     server = serve(args.bind_address, args.port, health)
@@ -173,7 +157,7 @@ def main(argv=None):
     def shut_down(*_signal):
         LOG.info("shutting down: finishing the running playbook")
         stopping.set()
-        executor.work_ready.set()
+        executor.batches.wake()
 
     signal.signal(signal.SIGTERM, shut_down)
     signal.signal(signal.SIGINT, shut_down)

@@ -215,10 +215,11 @@ def run_workers(queue: WorkQueue, handler: Callable[[Hashable], None], n: Option
                 name: str = "bridge-worker") -> List[threading.Thread]:
     """Start `n` (default `queue.max_workers`) threads that process keys until the queue shuts down.
 
-    `handler(key)` returning means success: the key's backoff is forgotten. An exception is logged
-    and the key retried with backoff. Either way `done(key)` is called. The handler may schedule
-    its own next visit with `queue.add_after` (a poll). The threads are daemons: a graceful stop is
-    `queue.shutdown(drain=True)` followed by joining them.
+    An exception from `handler(key)` is logged and the key retried with backoff; either way
+    `done(key)` is called. Returning does not forget the key's backoff: the handler's work may go
+    on elsewhere (the executor's batches), so the handler calls `queue.forget(key)` once it is
+    really done. The threads are daemons: a graceful stop is `queue.shutdown(drain=True)`
+    followed by joining them.
     """
     def work():
         while True:
@@ -230,8 +231,6 @@ def run_workers(queue: WorkQueue, handler: Callable[[Hashable], None], n: Option
             except Exception:
                 LOG.exception("reconcile of %s failed; retrying with backoff", key)
                 queue.add_rate_limited(key)
-            else:
-                queue.forget(key)
             finally:
                 queue.done(key)
 

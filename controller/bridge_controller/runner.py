@@ -1,35 +1,23 @@
-"""Run the collection's playbooks for a batch of BridgeJobs of one backend.
+"""Run the collection's playbooks with ansible-runner for a batch of BridgeJobs of one backend.
 
-`Runner` is the interface reconcile's executor uses: submit, poll and cancel, each for many CRs of
-one backend at once, each returning the module's own result. `AnsibleRunner` runs
-playbooks/bridgejob_*.yml with ansible-runner; `FakeRunner` answers from memory for loop tests.
-
-The work and the credentials reach the module through a named pipe (module_utils/_handoff.py),
-never through extra vars or the environment: ansible-runner writes both to disk, the environment
-even into artifacts/<ident>/command. The pipe also lets a playbook start before its work exists.
-A standby per backend and action (submit, by default) waits with ansible-playbook and the module
-already loaded, so an idle controller's submit costs its requests, not the ~1.4 s start.
+`AnsibleRunner.run(action, backend, credentials, ...)` runs playbooks/bridgejob_<action>.yml once
+for many CRs and returns the module's own result. The work and the credentials go through the
+playbook's pipe (handoff.py); a standby playbook (standby.py) is used when one waits for this
+action and backend. Test doubles that answer like the playbooks live under tests/unit/controller.
 """
 
-import collections
-import errno
-import fcntl
 import hashlib
 import json
 import os
-import shutil
-import signal
-import threading
 import time
 import uuid
 
+from bridge_controller.handoff import handoff_document, write_to_pipe
+from bridge_controller.processes import LIVE_PIPE_DIRS, kill_descendants, remove_orphans
+from bridge_controller.standby import StandbyPool
+
 PLAYBOOKS = {"submit": "bridgejob_submit.yml", "poll": "bridgejob_poll.yml", "cancel": "bridgejob_cancel.yml"}
 TASK_NAME = "Bridge"
-HANDOFF_KEYS = ("user", "token")
-# Pipe dirs of this process's runners, which remove_orphans must not take for a dead process's.
-LIVE_PIPE_DIRS = set()
-# The module gives up waiting after its handoff_timeout (900 s): a standby this old is not used.
-STANDBY_MAX_AGE = 600
 
 
 class RunnerError(Exception):
@@ -38,106 +26,6 @@ class RunnerError(Exception):
 
 class NotActing(RunnerError):
     """The playbook was not run, or was killed, because this replica lost or gave up the lease."""
-
-
-def descendants(pid):
-    """Every live process below `pid`, parents before children."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry) as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(0), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def with_environment(pids, marker):
-    """Those of `pids` with an environment entry that starts with `marker` ("KEY=value...")."""
-    wanted = marker.encode("utf-8")
-    found = []
-    for pid in pids:
-        try:
-            with open("/proc/%d/environ" % pid, "rb") as handle:
-                if any(entry.startswith(wanted) for entry in handle.read().split(b"\0")):
-                    found.append(pid)
-        except OSError:
-            continue
-    return found
-
-
-def remove_orphans(handoff_dir):
-    """SIGKILL what dead controllers with this work dir left running, and remove their pipes.
-
-    Each runner keeps its pipes in handoff/<pid>-<random>. Ansible's workers call setsid(), so a
-    SIGKILLed controller's modules are not hung up with it: a standby would wait out its
-    handoff_timeout (900 s) holding ~150 MiB. In a container they die with it; elsewhere (a
-    restarted process, the tests) they are found here by the pipe path in their environment.
-    Another live controller's dirs are left alone (two may share a work dir), and so are this
-    process's own runners'. A dir with our pid that is not one of them is stale: in a container
-    the restarted controller often gets the dead one's pid.
-    """
-    if not os.path.isdir(handoff_dir):
-        return 0
-
-    def stale(name):
-        owner = name.split("-")[0]
-        if not owner.isdigit():
-            return True
-        if int(owner) == os.getpid():
-            return os.path.join(handoff_dir, name) not in LIVE_PIPE_DIRS
-        return not os.path.exists("/proc/%s" % owner)
-
-    stale = [name for name in os.listdir(handoff_dir) if stale(name)]
-    killed = 0
-    if stale and os.path.isdir("/proc"):
-        mine = set(descendants(os.getpid()))
-        pids = [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and int(entry) not in mine]
-        for name in stale:
-            for pid in with_environment(pids, "BRIDGE_HANDOFF=%s/" % os.path.join(handoff_dir, name)):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed += 1
-                except OSError:
-                    pass
-    for name in stale:
-        # Pipes never hold data, only a path for a reader.
-        shutil.rmtree(os.path.join(handoff_dir, name), ignore_errors=True)
-    return killed
-
-
-def kill_descendants(pid=None, marker=None, rounds=5):
-    """SIGKILL every process below `pid` (this one by default), or those whose environment holds
-    `marker`; returns how many.
-
-    ansible-runner's own cancel kills the playbook's process group only, and Ansible's workers
-    call setsid(): the module that submits jobs would outlive the playbook and go on submitting.
-    A few rounds catch processes forked while the first ones were being killed.
-    """
-    if not os.path.isdir("/proc"):
-        return 0
-    killed = 0
-    for _round in range(rounds):
-        victims = descendants(os.getpid() if pid is None else pid)
-        if marker is not None:
-            victims = with_environment(victims, marker)
-        if not victims:
-            break
-        for victim in victims:
-            try:
-                os.kill(victim, signal.SIGKILL)
-                killed += 1
-            except OSError:
-                pass
-    return killed
 
 
 def module_result(events):
@@ -150,55 +38,6 @@ def module_result(events):
                 res["failed"] = True  # the event's res does not carry it: the event's name does
             return res
     return None
-
-
-def handoff_document(action, credentials, jobs=None, identities=None, wait_timeout=120):
-    """What the module of `action` reads from its pipe: its work and the credentials."""
-    document = dict((key, value) for key, value in (credentials or {}).items() if key in HANDOFF_KEYS and value)
-    if action == "poll":
-        document["identities"] = list(identities)
-    else:
-        document["jobs"] = list(jobs)
-    if action == "cancel":
-        document["wait_timeout"] = int(wait_timeout)
-    return document
-
-
-def write_to_pipe(pipe, data, alive, timeout=120.0, clock=time.monotonic):
-    """Write `data` to the reader of the named pipe `pipe`, waiting for one while `alive()` says so.
-
-    False when no reader came (the playbook ended first, or in `timeout`) or the reader went away
-    before taking everything: then it acted on nothing, since the module only acts on a whole
-    document.
-    """
-    deadline = clock() + timeout
-    while True:
-        try:
-            fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
-            break
-        except OSError as exc:
-            if exc.errno == errno.ENOENT:
-                return False  # the pipe was removed: nobody can read it any more
-            if exc.errno != errno.ENXIO:
-                raise
-        if not alive() or clock() > deadline:
-            return False
-        time.sleep(0.01)
-    try:
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    except BrokenPipeError:
-        return False
-    finally:
-        os.close(fd)
-    return True
-
-
-def standby_key(action, backend):
-    """Standbys are kept per action and backend connection."""
-    return action, json.dumps(backend, sort_keys=True)
 
 
 class Started:
@@ -235,10 +74,6 @@ class AnsibleRunner:
         self.collections_path = collections_path
         self.rotate_artifacts = rotate_artifacts
         self.python = python
-        self.standby_actions = tuple(standby)
-        # A standby holds ansible-playbook and the module in memory (~150 MiB): a few at most,
-        # for the backends used last.
-        self.max_standby = max_standby
         self.clock = clock
         handoff_dir = os.path.join(os.path.abspath(work_dir), "handoff")
         remove_orphans(handoff_dir)
@@ -248,9 +83,9 @@ class AnsibleRunner:
         for action in PLAYBOOKS:
             self._ask_often(os.path.join(work_dir, action))
         self.ansible_config = os.environ.get("ANSIBLE_CONFIG") or self._write_ansible_config()
-        self._standby = collections.OrderedDict()   # (action, backend) -> Started, least recently used first
-        self._lock = threading.Lock()
-        self._closed = False
+        # A standby holds ansible-playbook and the module in memory (~150 MiB): a few at most,
+        # for the backends used last.
+        self.standby = StandbyPool(self._start, actions=standby, max_standby=max_standby, clock=clock)
         # With leader election, main.py sets this to the elector's gate: a playbook does not start,
         # and a running one (a standby too) is killed, once this replica may no longer act.
         self.may_act = None
@@ -321,27 +156,12 @@ class AnsibleRunner:
         kill_descendants()
         return True
 
-    def _take_standby(self, key):
-        with self._lock:
-            started = self._standby.pop(key, None)
-        if started is None:
-            return None
-        if started.alive() and self.clock() - started.started_at < STANDBY_MAX_AGE:
-            return started
-        self._dismiss(started)
-        return None
-
-    def _dismiss(self, started):
-        # An empty document ends the module idle; the playbook then exits on its own.
-        write_to_pipe(started.pipe, b"", started.alive, timeout=5.0, clock=self.clock)
-        threading.Thread(target=started.finish, name="bridge-dismissed", daemon=True).start()
-
     def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120):
         if self.may_act is not None and not self.may_act():
             raise NotActing("%s playbook not started: this replica is not the leader" % action)
-        data = json.dumps(handoff_document(action, credentials, jobs, identities, wait_timeout)).encode("utf-8")
-        key = standby_key(action, backend)
-        started = self._take_standby(key)
+        document = handoff_document(action, backend.get("type"), credentials, jobs, identities, wait_timeout)
+        data = json.dumps(document).encode("utf-8")
+        started = self.standby.take(action, backend)
         if started is None or not write_to_pipe(started.pipe, data, started.alive, clock=self.clock):
             started = self._start(action, backend)
             if not write_to_pipe(started.pipe, data, started.alive, clock=self.clock):
@@ -350,8 +170,7 @@ class AnsibleRunner:
                 if self.may_act is not None and not self.may_act():
                     raise NotActing("%s playbook killed: this replica is no longer the leader" % action)
                 raise RunnerError("%s playbook ended %s (rc %s) before it took its work" % (action, runner.status, runner.rc))
-        if action in self.standby_actions:
-            self._keep_standby(action, backend)
+        self.standby.replenish(action, backend)
         runner = started.finish()
         if runner.status == "canceled":
             raise NotActing("%s playbook killed: this replica is no longer the leader" % action)
@@ -360,82 +179,14 @@ class AnsibleRunner:
             raise RunnerError("%s playbook ended %s (rc %s) without a module result" % (action, runner.status, runner.rc))
         return res
 
-    def _keep_standby(self, action, backend):
-        key = standby_key(action, backend)
-        with self._lock:
-            if self._closed or key in self._standby:
-                return
-        started = self._start(action, backend)
-        dismissed = []
-        with self._lock:
-            if self._closed or key in self._standby:
-                dismissed.append(started)
-            else:
-                self._standby[key] = started
-                while len(self._standby) > self.max_standby:
-                    dismissed.append(self._standby.popitem(last=False)[1])
-        for extra in dismissed:
-            self._dismiss(extra)
-
     def prepare(self, backend):
         """Have standbys ready for a backend before its first batch (a new CR's backend)."""
-        for action in self.standby_actions:
-            self._keep_standby(action, backend)
+        self.standby.prepare(backend)
 
     def refresh(self):
-        """Replace standbys about to give up waiting, so that idle stays warm; drop ended ones.
-
-        A standby that ended on its own (a broken playbook, say) is not restarted here, which
-        would restart it every tick: the next batch starts its playbook and tries a standby again.
-        """
-        with self._lock:
-            aged = [(key, started) for key, started in self._standby.items()
-                    if not started.alive() or self.clock() - started.started_at >= STANDBY_MAX_AGE]
-            for key, _started in aged:
-                del self._standby[key]
-        for _key, started in aged:
-            restart = started.alive()
-            self._dismiss(started)
-            if restart:
-                self._keep_standby(started.action, started.backend)
+        """Keep the standbys warm (standby.py's refresh)."""
+        self.standby.refresh()
 
     def close(self):
         """End every standby (each exits idle); a run in progress is not touched."""
-        with self._lock:
-            self._closed = True
-            standbys, self._standby = list(self._standby.values()), {}
-        for started in standbys:
-            self._dismiss(started)
-            started.finish()
-
-
-class FakeRunner:
-    """Answers like the playbooks would, from an in-memory backend; records every call."""
-
-    def __init__(self, backend):
-        self.backend = backend
-        self.calls = []
-
-    def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120):
-        self.calls.append((action, backend.get("url"), len(jobs or identities or ())))
-        from ansible_collections.bridge.hpc.plugins.module_utils import _jobs
-        from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
-        from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-
-        if action == "submit":
-            # Like bridge.hpc.jobs: each item is validated on its own.
-            specs, refused = [], {}
-            for job in jobs:
-                try:
-                    specs.append(normalize_spec(job))
-                except SpecError as exc:
-                    refused[job["identity"]] = {"identity": job["identity"], "changed": False, "failed": True,
-                                                "error": exc.to_dict(), "msg": str(exc)}
-            done = dict((r["identity"], r) for r in _jobs.ensure_many_present(self.backend, specs))
-            done.update(refused)
-            return {"results": [done[job["identity"]] for job in jobs]}
-        if action == "poll":
-            found, missing = _jobs.read_many(self.backend, identities)
-            return {"jobs": found, "missing": missing, "requests": 1}
-        return {"results": _jobs.ensure_many_absent(self.backend, [job["identity"] for job in jobs], wait=True,
-                                                    wait_timeout=wait_timeout, poll_interval=0.01)}
+        self.standby.close()

@@ -90,7 +90,8 @@ def _lines(response) -> Iterator[bytes]:
 
 
 class BridgeJobWatcher:
-    """Keeps a cache of BridgeJobs in sync with the apiserver and reports every change to `on_event`.
+    """Keeps the controller's one cache of BridgeJobs in sync with the apiserver and reports every
+    change to `on_event`.
 
     `run()` blocks until `stop()`; `on_event(kind, obj)` is called from that thread, after the
     cache was updated, with kind ADDED, MODIFIED or DELETED (for DELETED, the last state known).
@@ -128,23 +129,14 @@ class BridgeJobWatcher:
 
     # ---------------------------------------------------------------- the cache, for readers
     def get(self, key: str) -> Optional[Dict[str, Any]]:
-        """The cached object for "namespace/name", or None."""
+        """The cached object for "namespace/name", or None: the executor reads every CR from here."""
         with self._lock:
             return self._cache.get(key)
 
     def keys(self) -> List[str]:
-        """The keys of every cached object."""
+        """The keys of every cached object (the /metrics phase gauges)."""
         with self._lock:
             return list(self._cache)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._cache)
-
-    @property
-    def resource_version(self) -> Optional[str]:
-        """The resourceVersion the next watch resumes from (None before the first list)."""
-        return self._resource_version
 
     def wait_synced(self, timeout: Optional[float] = None) -> bool:
         """Block until the first list was loaded into the cache (readiness); False on timeout."""

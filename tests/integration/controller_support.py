@@ -11,7 +11,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "controller"))
 
-from bridge_controller.runner import descendants  # noqa: E402,F401 pylint: disable=wrong-import-position,unused-import
+from bridge_controller.processes import descendants  # noqa: E402,F401 pylint: disable=wrong-import-position,unused-import
 GROUP, VERSION, PLURAL = "bridge.dev", "v1alpha1", "bridgejobs"
 
 

@@ -97,7 +97,7 @@ class Controller:
 
 def orphans(controller):
     """Processes of this controller's playbooks that are not below the running controller."""
-    from bridge_controller.runner import with_environment
+    from bridge_controller.processes import with_environment
 
     mine = set(descendants(controller.process.pid)) if controller.process.poll() is None else set()
     pids = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and int(pid) not in mine]

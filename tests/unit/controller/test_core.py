@@ -1,8 +1,9 @@
-"""The controller's pure core: CR spec mapping, reconcile plans, status and conditions."""
+"""The controller's pure core: CR spec mapping, plans, batches, status and conditions."""
 
 import pytest
 
-from bridge_controller.reconcile import FINALIZER, plan
+from bridge_controller.batches import Batches
+from bridge_controller.plan import FINALIZER, plan
 from bridge_controller.spec import backend_key, identity_of, job_params
 from bridge_controller.status import desired_status, set_condition, status_patch
 
@@ -53,17 +54,41 @@ def test_crs_of_one_backend_share_a_batch_key():
     (bridgejob(deleting=True, finalizers=()), ()),
 ])
 def test_plans(obj, actions):
-    assert plan(obj).actions == actions
+    assert plan(obj) == actions
 
 
 def test_the_finalizer_comes_before_any_side_effect():
-    assert plan(bridgejob(finalizers=(), status={})).actions == ("add_finalizer",)
-    assert plan(bridgejob({"cancel": True}, finalizers=())).actions == ("add_finalizer",)
+    assert plan(bridgejob(finalizers=(), status={})) == ("add_finalizer",)
+    assert plan(bridgejob({"cancel": True}, finalizers=())) == ("add_finalizer",)
 
 
-def test_polling_follows_the_poll_interval():
-    assert plan(bridgejob({"pollInterval": 7}, status={"jobId": "4", "phase": "Queued"})).requeue_after == 7
-    assert plan(bridgejob(status={"jobId": "4", "phase": "Queued"})).requeue_after == 30
+def test_a_backend_is_polled_at_the_shortest_poll_interval_of_its_crs():
+    batches = Batches(clock=lambda: 1000.0)
+    batches.track("slurm-a", "ns/slow", 30)
+    batches.track("slurm-a", "ns/fast", 7)
+    assert batches.seconds_to_next_poll() == 30, "the first poll waits the first CR's interval"
+    assert batches.due_polls(now=1029.0) == []
+    assert batches.due_polls(now=1030.0) == [("slurm-a", ["ns/fast", "ns/slow"])]
+    assert batches.in_flight("ns/fast") and batches.seconds_to_next_poll(now=1030.0) == 7
+    batches.finish(["ns/fast", "ns/slow"])
+    batches.untrack("ns/fast")
+    assert batches.due_polls(now=1037.0) == [("slurm-a", ["ns/slow"])]
+    assert batches.seconds_to_next_poll(now=1037.0) == 30
+    batches.untrack("ns/slow")
+    assert batches.seconds_to_next_poll() is None
+
+
+def test_submits_and_cancels_are_batched_per_action_and_backend_up_to_max_batch():
+    batches = Batches(max_batch=2)
+    for key in ("ns/a", "ns/b", "ns/c"):
+        batches.add("submit", "slurm-a", key)
+    batches.add("cancel", "slurm-a", "ns/d")
+    batches.add("submit", "ray-b", "ns/e")
+    assert batches.take() == [("submit", "slurm-a", ["ns/a", "ns/b"]), ("submit", "slurm-a", ["ns/c"]),
+                              ("cancel", "slurm-a", ["ns/d"]), ("submit", "ray-b", ["ns/e"])]
+    assert batches.take() == [] and batches.in_flight("ns/a")
+    batches.finish(["ns/a"])
+    assert not batches.in_flight("ns/a") and batches.in_flight("ns/b")
 
 
 JOB = {"job_id": 42, "phase": "running", "native_state": "RUNNING", "reason": None, "exit_code": None,

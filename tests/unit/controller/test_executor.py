@@ -1,17 +1,24 @@
 """The executor's loop with in-memory Kubernetes and backend: batching, finalizers, exactly once."""
 
+import pytest
+
 from bridge_controller.executor import Executor
-from bridge_controller.kube import FakeKube
-from bridge_controller.reconcile import FINALIZER
-from bridge_controller.runner import FakeRunner
+from bridge_controller.plan import FINALIZER
+from bridge_controller.queue import ExponentialBackoff
 
 from fake_backend import FakeBackend
+from fakes import FakeKube, FakeRunner
+
+RETRY_BASE, RETRY_CAP = 2.0, 300.0
 
 
 class RecordingQueue:
+    """The WorkQueue's interface, recording: `keys` to plan now, `later` (key, delay) to plan later."""
+
     def __init__(self):
         self.keys = []
         self.later = []
+        self.rate_limiter = ExponentialBackoff(base=RETRY_BASE, cap=RETRY_CAP, jitter=0)
 
     def add(self, key):
         if key not in self.keys:
@@ -19,6 +26,12 @@ class RecordingQueue:
 
     def add_after(self, key, delay):
         self.later.append((key, delay))
+
+    def add_rate_limited(self, key):
+        self.later.append((key, self.rate_limiter.when(key)))
+
+    def forget(self, key):
+        self.rate_limiter.forget(key)
 
 
 def bridgejob(name, **spec):
@@ -33,7 +46,7 @@ def setup(progression=("queued", "running", "completed")):
     backend = FakeBackend(progression=progression)
     runner = FakeRunner(backend)
     queue = RecordingQueue()
-    executor = Executor(kube, runner, queue, clock=lambda: 1000.0)
+    executor = Executor(kube, kube, runner, queue, clock=lambda: 1000.0)
     kube.listeners.append(executor.observe)
     return kube, backend, runner, queue, executor
 
@@ -112,7 +125,7 @@ def test_a_controller_killed_after_submitting_never_submits_again():
     kube.create(bridgejob("a"))
     settle(executor, queue)
     kube.objects["ns/a"]["status"] = {}          # the status write was lost with the old process
-    fresh = Executor(kube, FakeRunner(backend), RecordingQueue(), clock=lambda: 1000.0)
+    fresh = Executor(kube, kube, FakeRunner(backend), RecordingQueue(), clock=lambda: 1000.0)
     fresh.observe("ADDED", kube.objects["ns/a"])
     settle(fresh, fresh.queue)
     assert len(backend.submits) == 1
@@ -131,7 +144,7 @@ def test_an_unreachable_backend_is_a_condition_and_a_retry():
     obj = kube.objects["ns/a"]
     reachable = [c for c in obj["status"]["conditions"] if c["type"] == "BackendReachable"][0]
     assert reachable["status"] == "False" and reachable["reason"] == "ConnectionError"
-    assert ("ns/a", 15) in queue.later and obj["status"]["phase"] == "Pending"
+    assert ("ns/a", RETRY_BASE) in queue.later and obj["status"]["phase"] == "Pending"
 
 
 def test_a_poll_the_module_fails_marks_the_backend_unreachable_and_keeps_the_phase():
@@ -172,7 +185,7 @@ def test_a_submit_the_module_fails_as_a_whole_reports_its_error_and_retries_late
     assert reachable["status"] == "False" and reachable["reason"] == "ConnectionFailed"
     assert "certificate verify failed" in reachable["message"]
     assert status["phase"] == "Pending" and not status.get("jobId") and not backend.jobs
-    assert ("ns/a", 15) in queue.later and "ns/a" not in queue.keys
+    assert ("ns/a", RETRY_BASE) in queue.later and "ns/a" not in queue.keys
 
 
 def test_a_spec_the_backend_refuses_fails_with_the_reason():
@@ -225,7 +238,7 @@ def test_a_missing_script_config_map_holds_back_its_cr_only_and_names_the_config
         assert obj["status"]["phase"] == "Pending" and submitted["status"] == "False"
         assert submitted["reason"] == "ScriptNotFound" and all(word in submitted["message"] for word in words)
         assert "BackendReachable" not in conditions(obj), "the backend was not asked"
-        assert ("ns/" + name, 15) in queue.later
+        assert ("ns/" + name, RETRY_BASE) in queue.later
 
 
 def test_a_cr_waiting_for_its_config_map_is_submitted_once_it_exists():
@@ -265,7 +278,7 @@ def test_a_ca_config_map_reaches_the_runner_as_text_and_a_backend_is_warmed_once
     kube = FakeKube(secrets={"ns/creds": {"token": "t"}}, config_maps={"ns/ca": {"ca.crt": "-----BEGIN CERTIFICATE-----\n"}})
     runner = PreparingRunner(FakeBackend(progression=("running",)))
     queue = RecordingQueue()
-    executor = Executor(kube, runner, queue, clock=lambda: 1000.0)
+    executor = Executor(kube, kube, runner, queue, clock=lambda: 1000.0)
     kube.listeners.append(executor.observe)
     backend = {"type": "slurm", "url": "https://slurm:6820", "credentialsSecretRef": {"name": "creds"},
                "caConfigMapRef": {"name": "ca"}}
@@ -298,10 +311,91 @@ def test_events_are_written_off_the_status_path_and_a_failed_one_costs_only_itse
 
     kube.event = refuse
     queue = RecordingQueue()
-    executor = Executor(kube, FakeRunner(FakeBackend(progression=("running",))), queue, clock=lambda: 1000.0, event_writers=1)
+    executor = Executor(kube, kube, FakeRunner(FakeBackend(progression=("running",))), queue, clock=lambda: 1000.0,
+                        event_writers=1)
     kube.listeners.append(executor.observe)
     kube.create(bridgejob("a"))
     settle(executor, queue)
-    executor.event_writers.shutdown(wait=True)
+    executor.writer.event_writers.shutdown(wait=True)
     assert kube.objects["ns/a"]["status"]["jobId"]
     assert executor.stats["events_failed"] >= 1
+
+
+# ------------------------------------------------------------------ retries by failure class
+
+def failing_item(kind, type_, temporary):
+    return lambda action, backend, credentials, jobs=None, **_kwargs: {"results": [
+        {"identity": job["identity"], "failed": True, "changed": False, "msg": "Failed to submit job: %s" % type_,
+         "error": {"kind": kind, "type": type_, "reason": type_, "temporary": temporary}} for job in jobs]}
+
+
+def failing_module(type_, temporary):
+    return lambda *_args, **_kwargs: {"failed": True, "changed": False, "msg": "Failed to list jobs: %s" % type_,
+                                      "error": {"type": type_, "kind": "x", "temporary": temporary}}
+
+
+def retry_after_failure(executor, queue, key="ns/a"):
+    """Plan `key` again as if its retry came due; returns the delays it was given so far."""
+    queue.keys.append(key)
+    settle(executor, queue)
+    return [delay for later, delay in queue.later if later == key]
+
+
+def test_a_temporary_failure_is_retried_with_a_growing_backoff_which_success_forgets():
+    kube, backend, runner, queue, executor = setup()
+    kube.create(bridgejob("a"))
+    answer, runner.run = runner.run, failing_module("ConnectionFailed", True)
+    settle(executor, queue)
+    assert conditions(kube.objects["ns/a"])["BackendReachable"]["reason"] == "ConnectionFailed"
+    first = [delay for key, delay in queue.later if key == "ns/a"]
+    assert first and first[0] == RETRY_BASE and first == sorted(first), "each failure doubles the wait"
+    delays = retry_after_failure(executor, queue)
+    assert delays[len(first)] == RETRY_BASE * 2 ** len(first)
+    runner.run = answer
+    retry_after_failure(executor, queue)
+    assert kube.objects["ns/a"]["status"]["jobId"] and queue.rate_limiter.retries("ns/a") == 0
+    assert conditions(kube.objects["ns/a"])["BackendReachable"]["status"] == "True"
+
+
+def test_a_temporary_item_error_is_retried_with_backoff_and_the_job_is_not_failed():
+    kube, backend, runner, queue, executor = setup()
+    kube.create(bridgejob("a"))
+    runner.run = failing_item("server", "ServerError", True)
+    settle(executor, queue)
+    status = kube.objects["ns/a"]["status"]
+    assert status["phase"] == "Pending" and conditions(kube.objects["ns/a"])["BackendReachable"]["status"] == "False"
+    assert ("ns/a", RETRY_BASE) in queue.later and queue.rate_limiter.retries("ns/a") >= 1
+
+
+@pytest.mark.parametrize("run", [failing_module("AuthFailed", False), failing_item("auth", "AuthFailed", False)],
+                         ids=["whole module", "item"])
+def test_a_permanent_backend_error_is_reported_and_retried_only_at_the_cap(run):
+    # A token that expired is fixed in the Secret, which is no event of the CR's: without a
+    # retry at the cap the CR would wait for ever.
+    kube, backend, runner, queue, executor = setup()
+    kube.create(bridgejob("a"))
+    runner.run = run
+    settle(executor, queue)
+    obj = kube.objects["ns/a"]
+    reachable = conditions(obj)["BackendReachable"]
+    assert reachable["status"] == "False" and reachable["reason"] == "AuthFailed"
+    assert obj["status"]["phase"] == "Pending", "the CR is not failed: its job was never judged"
+    assert {delay for key, delay in queue.later if key == "ns/a"} == {RETRY_CAP}
+    assert queue.rate_limiter.retries("ns/a") == 0
+
+
+@pytest.mark.parametrize("kind, type_", [("unsupported", "Unsupported"), ("not_found", "NotFound"),
+                                         ("rejected", "Rejected"), ("already_exists", "AlreadyExists")])
+def test_a_permanent_item_error_about_the_job_fails_the_cr_and_stops(kind, type_):
+    kube, backend, runner, queue, executor = setup()
+    kube.create(bridgejob("a"))
+    runner.run = failing_item(kind, type_, False)
+    settle(executor, queue)
+    obj = kube.objects["ns/a"]
+    assert obj["status"]["phase"] == "Failed" and obj["status"]["failureClass"] == "rejected"
+    assert conditions(obj)["BackendReachable"]["status"] == "True"
+    assert not queue.later, "nothing to retry"
+    assert executor.stats["runner_calls_submit"] == 1
+    queue.keys.append("ns/a")
+    settle(executor, queue)
+    assert executor.stats["runner_calls_submit"] == 1, "a Failed CR is final"

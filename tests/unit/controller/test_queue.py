@@ -256,23 +256,29 @@ def test_add_rate_limited_delays_by_the_backoff():
     assert drain_ready(queue) == ["ns/a"]
 
 
-def test_failing_handler_is_retried_with_backoff_then_forgotten():
+def test_failing_handler_is_retried_with_backoff_which_only_the_handler_forgets():
     queue = WorkQueue(max_workers=2, rate_limiter=ExponentialBackoff(base=0.01, jitter=0))
-    calls = []
+    calls, retries_when_done = [], []
     succeeded = threading.Event()
 
     def handler(key):
         calls.append(key)
         if len(calls) < 3:
             raise RuntimeError("backend unreachable")
+        if len(calls) == 3:
+            queue.add(key)            # returned, but its work goes on: the backoff stays
+            return
+        retries_when_done.append(queue.retries(key))
+        queue.forget(key)
         succeeded.set()
 
     workers = run_workers(queue, handler)
     assert len(workers) == 2
     queue.add("ns/a")
+    assert wait_until(lambda: len(calls) >= 3)
     assert succeeded.wait(PATIENCE)
     assert wait_until(lambda: queue.depth() == Depth(0, 0, 0))
-    assert calls == ["ns/a"] * 3
+    assert calls == ["ns/a"] * 4 and retries_when_done == [2]
     assert queue.retries("ns/a") == 0
     queue.shutdown()
 

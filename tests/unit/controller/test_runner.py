@@ -3,17 +3,24 @@ import os
 import threading
 
 from ansible_collections.bridge.hpc.plugins.module_utils._handoff import read_handoff
-from bridge_controller.runner import FakeRunner, handoff_document, module_result, write_to_pipe
+from bridge_controller.handoff import handoff_document, write_to_pipe
+from bridge_controller.runner import module_result
 
 from fake_backend import FakeBackend
+from fakes import FakeRunner
 
 
-def test_handoff_document_carries_the_work_and_only_the_credentials():
-    credentials = {"user": "alice", "token": "t", "ca.crt": "x", "empty": ""}
-    assert handoff_document("submit", credentials, jobs=[{"identity": "u"}]) == {
+def test_handoff_document_carries_the_work_and_exactly_the_backends_credential_keys():
+    secret = {"user": "alice", "token": "t", "ca.crt": "x", "password": "p"}
+    assert handoff_document("submit", "slurm", secret, jobs=[{"identity": "u"}]) == {
         "user": "alice", "token": "t", "jobs": [{"identity": "u"}]}
-    assert handoff_document("poll", {}, identities=("a", "b")) == {"identities": ["a", "b"]}
-    assert handoff_document("cancel", {"token": "t"}, jobs=[], wait_timeout=30) == {"token": "t", "jobs": [], "wait_timeout": 30}
+    assert handoff_document("submit", "ray", secret, jobs=[]) == {"token": "t", "jobs": []}, "Ray takes no user"
+    assert handoff_document("poll", "slurm", {}, identities=("a", "b")) == {"identities": ["a", "b"]}
+    assert handoff_document("poll", "slurm", {"user": "alice", "token": ""}, identities=()) == {
+        "user": "alice", "identities": []}, "an empty key is left out, not handed over empty"
+    assert handoff_document("cancel", "ray", {"token": "t"}, jobs=[], wait_timeout=30) == {
+        "token": "t", "jobs": [], "wait_timeout": 30}
+    assert handoff_document("poll", "lsf", secret, identities=()) == {"identities": []}, "an unknown backend gets none"
 
 
 def reader(pipe, got, timeout=10):
@@ -119,7 +126,7 @@ def test_only_dead_controllers_pipes_and_processes_are_removed(tmp_path):
     import subprocess
     import time
 
-    from bridge_controller.runner import LIVE_PIPE_DIRS, remove_orphans, with_environment
+    from bridge_controller.processes import LIVE_PIPE_DIRS, remove_orphans, with_environment
 
     handoff = tmp_path / "handoff"
     dead, other, stale_mine, live_mine = (handoff / name for name in (
@@ -153,48 +160,74 @@ class StubStarted:
 
     def __init__(self, action, backend, pipe, started_at):
         self.action, self.backend, self.pipe, self.started_at, self.living = action, backend, pipe, started_at, True
+        self.finished = False
 
     def alive(self):
         return self.living
 
     def finish(self):
-        return None
+        self.finished = True
 
 
-def stub_runner(tmp_path, monkeypatch, **kwargs):
-    from bridge_controller.runner import AnsibleRunner
+def stub_pool(tmp_path, **kwargs):
+    from bridge_controller.standby import StandbyPool
 
     now, started = [0.0], []
-    runner = AnsibleRunner(str(tmp_path / "playbooks"), str(tmp_path / "work"), clock=lambda: now[0], **kwargs)
 
     def start(action, backend):
         started.append(StubStarted(action, backend, str(tmp_path / "gone" / backend["url"][-1]), now[0]))
         return started[-1]
 
-    monkeypatch.setattr(runner, "_start", start)
-    return runner, now, started
+    return StandbyPool(start, clock=lambda: now[0], **kwargs), now, started
 
 
-def standby_urls(runner):
-    return [json.loads(key[1])["url"] for key in runner._standby]
+def slurm(url):
+    return {"type": "slurm", "url": url}
 
 
-def test_standbys_are_kept_for_the_backends_used_last(tmp_path, monkeypatch):
-    runner, _now, started = stub_runner(tmp_path, monkeypatch, max_standby=2)
+def test_standbys_are_kept_for_the_backends_used_last(tmp_path):
+    pool, _now, started = stub_pool(tmp_path, max_standby=2)
     for url in ("http://a", "http://b", "http://a", "http://c"):
-        runner.prepare({"type": "slurm", "url": url})
-    assert len(started) == 3 and standby_urls(runner) == ["http://b", "http://c"]
+        pool.prepare(slurm(url))
+    assert [s.backend["url"] for s in started] == ["http://a", "http://b", "http://c"]
+    assert pool.take("submit", slurm("http://a")) is None, "the least recently used was dismissed"
+    assert pool.take("submit", slurm("http://b")) is started[1] and pool.take("submit", slurm("http://c")) is started[2]
+    assert pool.take("submit", slurm("http://b")) is None, "a standby is taken once"
 
 
-def test_refresh_replaces_aged_standbys_and_leaves_ended_ones_to_the_next_batch(tmp_path, monkeypatch):
-    from bridge_controller.runner import STANDBY_MAX_AGE
+def test_only_standby_actions_get_a_standby(tmp_path):
+    pool, _now, started = stub_pool(tmp_path, actions=("submit",))
+    pool.replenish("poll", slurm("http://a"))
+    assert not started
+    pool.replenish("submit", slurm("http://a"))
+    pool.replenish("submit", slurm("http://a"))
+    assert len(started) == 1, "one per action and backend"
 
-    runner, now, started = stub_runner(tmp_path, monkeypatch)
-    runner.prepare({"type": "slurm", "url": "http://a"})
-    runner.prepare({"type": "slurm", "url": "http://b"})
+
+def test_refresh_replaces_aged_standbys_and_leaves_ended_ones_to_the_next_batch(tmp_path):
+    from bridge_controller.standby import STANDBY_MAX_AGE
+
+    pool, now, started = stub_pool(tmp_path)
+    pool.prepare(slurm("http://a"))
+    pool.prepare(slurm("http://b"))
     started[0].living = False          # ended on its own: restarting it each tick would loop
-    runner.refresh()
-    assert len(started) == 2 and standby_urls(runner) == ["http://b"]
+    pool.refresh()
+    assert len(started) == 2 and pool.take("submit", slurm("http://a")) is None
     now[0] = STANDBY_MAX_AGE           # b is about to give up waiting: replaced
-    runner.refresh()
-    assert len(started) == 3 and standby_urls(runner) == ["http://b"] and started[2].started_at == STANDBY_MAX_AGE
+    pool.refresh()
+    assert len(started) == 3 and started[2].started_at == STANDBY_MAX_AGE and started[2].backend == slurm("http://b")
+    assert pool.take("submit", slurm("http://b")) is started[2]
+
+
+def test_an_aged_standby_is_not_used_and_close_ends_the_rest(tmp_path):
+    from bridge_controller.standby import STANDBY_MAX_AGE
+
+    pool, now, started = stub_pool(tmp_path)
+    pool.prepare(slurm("http://a"))
+    pool.prepare(slurm("http://b"))
+    now[0] = STANDBY_MAX_AGE
+    assert pool.take("submit", slurm("http://a")) is None
+    pool.close()
+    assert started[1].finished
+    pool.prepare(slurm("http://c"))
+    assert len(started) == 2, "no standby starts once closed"

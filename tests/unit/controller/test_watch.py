@@ -140,7 +140,7 @@ def test_initial_list_is_paged_and_the_watch_starts_at_its_resource_version():
     assert [call.get("limit") for call in api.lists()] == [3, 3, 3]
     assert [call.get("_continue") for call in api.lists()] == [None, "3", "6"]
     assert seen == [("ADDED", "team-a/job-%d" % i, str(10 + i)) for i in range(7)]
-    assert len(watcher) == 7 and watcher.wait_synced(0)
+    assert len(watcher.keys()) == 7 and watcher.wait_synced(0)
     # List items carry no apiVersion/kind; the cache fills them in so they look like watched ones.
     assert watcher.get("team-a/job-0")["kind"] == "BridgeJob"
     first_watch = api.watch_calls()[0]
@@ -164,7 +164,7 @@ def test_watch_resumes_from_the_last_resource_version_after_a_timeout():
                     ("DELETED", "team-a/x", "103"), ("MODIFIED", "team-a/a", "104")]
     assert watcher.keys() == ["team-a/a"]
     assert watcher.get("team-a/a")["metadata"]["resourceVersion"] == "104"
-    assert watcher.resource_version == "104"
+    assert api.watch_calls()[-1]["resource_version"] == "104"
 
 
 def test_watch_resumes_after_a_dropped_connection_without_relisting():
@@ -188,7 +188,7 @@ def test_bookmark_moves_the_resource_version_without_an_event():
     watcher, seen = run_watcher(api)
     assert [call["resource_version"] for call in api.watch_calls()] == ["100", "150", "160"]
     assert seen == [("ADDED", "team-a/a", "10")]
-    assert watcher.resource_version == "160"
+    assert api.watch_calls()[-1]["resource_version"] == "160"
 
 
 def test_expired_watch_relists_and_reports_what_changed_while_away():
@@ -218,7 +218,7 @@ def test_http_410_on_the_watch_request_relists():
     assert len(api.lists()) == 2
     # Nothing changed, so the relist reports nothing.
     assert seen == [("ADDED", "team-a/a", "10")]
-    assert watcher.resource_version == "100"
+    assert api.watch_calls()[-1]["resource_version"] == "100"
 
 
 def test_expired_continue_token_restarts_the_list_unpaged():
@@ -227,7 +227,7 @@ def test_expired_continue_token_restarts_the_list_unpaged():
     watcher, seen = run_watcher(api, page_size=2)
     assert [(call.get("limit"), call.get("_continue")) for call in api.lists()] == [(2, None), (2, "2"), (None, None)]
     assert [key for kind, key, rv in seen] == ["team-a/job-%d" % i for i in range(5)]
-    assert len(watcher) == 5
+    assert len(watcher.keys()) == 5
 
 
 def test_other_watch_errors_resume_from_the_same_resource_version():
@@ -264,7 +264,7 @@ def test_failing_handler_does_not_stop_the_watch():
     api.watcher = watcher
     watcher.run()
     assert seen == ["team-a/x", "team-a/y"]
-    assert watcher.resource_version == "102"
+    assert api.watch_calls()[-1]["resource_version"] == "102"
 
 
 def test_transform_slims_cached_objects():

@@ -6,9 +6,6 @@ controller killed between a submit and the status write neither submits again no
 job. Reads of many jobs and submits of many CRs are batched per backend by the caller.
 """
 
-import collections
-
-from bridge_controller.spec import poll_interval
 from bridge_controller.status import TERMINAL
 
 FINALIZER = "bridge.dev/cancel-job"
@@ -18,10 +15,10 @@ FINALIZER = "bridge.dev/cancel-job"
 # poll            read the job (one list request per backend for all CRs due)
 # cancel          make sure the job with this identity is not queued or running (waits for it)
 # remove_finalizer  let Kubernetes delete the CR; only after cancel succeeded or nothing ran
-Plan = collections.namedtuple("Plan", "actions requeue_after reason")
 
 
 def plan(obj):
+    """The actions the CR needs now, in order; () when it needs none."""
     meta = obj["metadata"]
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -29,16 +26,16 @@ def plan(obj):
     terminal = status.get("phase") in TERMINAL
     if meta.get("deletionTimestamp"):
         if not has_finalizer:
-            return Plan((), None, "being deleted, nothing of ours to clean up")
+            return ()                                  # nothing of ours to clean up
         if terminal:
-            return Plan(("remove_finalizer",), None, "deleted after its job finished")
-        return Plan(("cancel", "remove_finalizer"), None, "deleted while its job may be queued or running")
+            return ("remove_finalizer",)               # deleted after its job finished
+        return ("cancel", "remove_finalizer")          # its job may be queued or running
     if not has_finalizer:
-        return Plan(("add_finalizer",), 0, "new")
+        return ("add_finalizer",)
     if terminal:
-        return Plan((), None, "job finished")
+        return ()
     if spec.get("cancel"):
-        return Plan(("cancel",), None, "cancel requested")
+        return ("cancel",)
     if not status.get("jobId"):
-        return Plan(("submit",), poll_interval(obj), "not submitted yet")
-    return Plan(("poll",), poll_interval(obj), "job %s is %s" % (status.get("jobId"), status.get("phase")))
+        return ("submit",)
+    return ("poll",)

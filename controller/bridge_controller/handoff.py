@@ -1,0 +1,59 @@
+"""The controller's side of the pipe protocol (module_utils/_handoff.py is the module's side).
+
+A playbook's module blocks on a named pipe until the controller writes one JSON document into
+it: the work (jobs or identities) and the credentials. The work and the credentials so never go
+through extra vars or the environment, which ansible-runner writes to disk (the environment even
+into artifacts/<ident>/command). An empty write ends a waiting module idle.
+"""
+
+import errno
+import fcntl
+import os
+import time
+
+from bridge_controller.backends import credential_keys
+
+
+def handoff_document(action, backend_type, credentials, jobs=None, identities=None, wait_timeout=120):
+    """What the module of `action` reads from its pipe: its work and exactly the credential keys
+    of `backend_type` that the Secret holds (a Secret may carry other keys, a CA for instance)."""
+    document = dict((key, credentials[key]) for key in credential_keys(backend_type) if (credentials or {}).get(key))
+    if action == "poll":
+        document["identities"] = list(identities)
+    else:
+        document["jobs"] = list(jobs)
+    if action == "cancel":
+        document["wait_timeout"] = int(wait_timeout)
+    return document
+
+
+def write_to_pipe(pipe, data, alive, timeout=120.0, clock=time.monotonic):
+    """Write `data` to the reader of the named pipe `pipe`, waiting for one while `alive()` says so.
+
+    False when no reader came (the playbook ended first, or in `timeout`) or the reader went away
+    before taking everything: then it acted on nothing, since the module only acts on a whole
+    document.
+    """
+    deadline = clock() + timeout
+    while True:
+        try:
+            fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return False  # the pipe was removed: nobody can read it any more
+            if exc.errno != errno.ENXIO:
+                raise
+        if not alive() or clock() > deadline:
+            return False
+        time.sleep(0.01)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except BrokenPipeError:
+        return False
+    finally:
+        os.close(fd)
+    return True

@@ -1,0 +1,95 @@
+"""What a module's result means for each CR of its batch: pure functions, no Kubernetes, no runner.
+
+Each CR gets an Outcome: what to write into its status (desired_status's keyword arguments) and
+its class, which says whether and when its backend work is tried again:
+
+* done       the backend did its part (a job submitted, read or cancelled): backoff forgotten;
+* refused    the job itself was refused (invalid spec, unsupported, not found, already exists):
+             the CR is Failed with failure class `rejected`, and that is final;
+* temporary  the backend may answer next time (connection, timeout, 5xx, 429, a runner that
+             failed): BackendReachable False, retried after the CR's growing backoff;
+* permanent  the backend refuses us, not the job (auth failed, the URL is another service):
+             BackendReachable False naming the error type, retried at the backoff's cap only,
+             since the fix (a Secret, a URL behind a proxy) is no change of the CR: no event
+             would bring it back otherwise.
+
+Errors say which they are with `temporary` (module_utils/_errors.py). A module older than that
+flag does not say: then only the refusals the controller always treated as final are permanent,
+everything else is temporary.
+"""
+
+import collections
+
+DONE, REFUSED, TEMPORARY, PERMANENT = "done", "refused", "temporary", "permanent"
+# Error kinds (module_utils/_errors.py) about the job itself: the same request would meet them again.
+JOB_REFUSALS = ("invalid_spec", "rejected", "unsupported", "already_exists", "not_found")
+# An item the module did not answer for: nothing is known, so it is a temporary failure.
+NO_RESULT = {"failed": True, "error": {"kind": "server", "message": "no result"}}
+
+Outcome = collections.namedtuple("Outcome", "observed kind")
+
+
+def is_temporary(error):
+    if "temporary" in error:
+        return bool(error["temporary"])
+    return error.get("kind") not in JOB_REFUSALS
+
+
+def module_error(result, default_type):
+    """The error of a module that failed as a whole (its `error`, else its `msg`)."""
+    error = result.get("error") or {}
+    return {"type": error.get("type") or default_type, "temporary": is_temporary(error),
+            "message": str(result.get("msg") or error.get("message") or "")[:500]}
+
+
+def runner_error(exc):
+    """A runner that failed, or a Secret or ConfigMap that could not be read: nothing was learned
+    about the jobs, and the next attempt may fare better."""
+    return {"type": type(exc).__name__, "temporary": True, "message": str(exc)[:500]}
+
+
+def unreachable(error, message=None):
+    """The backend was not reached, or refused us: the last known job state stays."""
+    observed = {"reachable": False, "backend_error": error}
+    if message is not None:
+        observed["message"] = message
+    return Outcome(observed, TEMPORARY if is_temporary(error) else PERMANENT)
+
+
+def item_outcome(action, item):
+    """One item of bridge.hpc.jobs's `results` (a submit or cancel of one CR)."""
+    error = item.get("error") or {}
+    if item.get("failed"):
+        if is_temporary(error) or error.get("kind") not in JOB_REFUSALS:
+            return unreachable(error, item.get("msg"))
+        refused = {"phase": "failed", "failure_class": "rejected", "reason": error.get("reason")}
+        return Outcome({"job": refused, "reachable": True, "message": item.get("msg")}, REFUSED)
+    job = item.get("job")
+    if action == "cancel" and job is None:
+        job = {"phase": "cancelled", "failure_class": "cancelled", "reason": "never submitted"}
+    return Outcome({"job": job, "reachable": True, "submitted": job is not None and job.get("job_id") is not None,
+                    "message": (item.get("job") or {}).get("reason") if action == "submit" else None}, DONE)
+
+
+def batch_outcomes(action, identities, result):
+    """{identity: Outcome} of a submit or cancel module run for the jobs of `identities`."""
+    if result.get("failed") and not result.get("results"):
+        # The module failed before any item (the batch's one lookup: connection, TLS, auth):
+        # nothing was submitted or cancelled. Its error, not "no result", is what to report.
+        outcome = unreachable(module_error(result, "%sFailed" % action.capitalize()))
+        return dict((identity, outcome) for identity in identities)
+    by_identity = dict((item.get("identity"), item) for item in result.get("results") or [])
+    return dict((identity, item_outcome(action, by_identity.get(identity) or NO_RESULT)) for identity in identities)
+
+
+def poll_outcomes(identities, result):
+    """{identity: Outcome} of a bridge.hpc.job_info run reading the jobs of `identities`."""
+    if result.get("failed"):
+        # The module ran but could not list the jobs (slurmrestd down, 5xx, ...): nothing was
+        # learned about them, so the backend is unreachable, not "no longer knows this job".
+        outcome = unreachable(module_error(result, "PollFailed"))
+        return dict((identity, outcome) for identity in identities)
+    jobs = result.get("jobs") or {}
+    gone = Outcome({"reachable": True, "message": "the backend no longer knows this job"}, DONE)
+    return dict((identity, Outcome({"job": jobs[identity], "reachable": True}, DONE) if jobs.get(identity) else gone)
+                for identity in identities)

@@ -1,0 +1,141 @@
+"""Test doubles of the controller's edges: Kubernetes in memory, and a runner that answers like the playbooks.
+
+`FakeKube` is both the apiserver (writes, with resourceVersions and merge-patch semantics) and the
+watcher's cache (`get`): its listeners see each change after it is stored, as the watcher's
+handler sees an event after its cache took it.
+"""
+
+import copy
+import threading
+
+from bridge_controller.kube import Conflict, missing_config_map, missing_key
+
+
+class FakeKube:
+    """In-memory objects with resourceVersions; calls are recorded for assertions."""
+
+    def __init__(self, secrets=None, config_maps=None):
+        self.objects = {}
+        self.secrets = secrets or {}
+        self.config_maps = config_maps or {}
+        self.events = []
+        self.status_patches = 0
+        self._version = 0
+        # Re-entrant: listeners run under it and may read back (get) what was just stored.
+        self._lock = threading.RLock()
+        self.listeners = []
+
+    def get(self, key):
+        """The stored object, as the watcher's cache holds it (a copy: the cache's objects are not edited)."""
+        with self._lock:
+            obj = self.objects.get(key)
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def _key(self, obj):
+        return "%s/%s" % (obj["metadata"]["namespace"], obj["metadata"]["name"])
+
+    def _store(self, obj, kind):
+        self._version += 1
+        obj["metadata"]["resourceVersion"] = str(self._version)
+        self.objects[self._key(obj)] = obj
+        for listener in self.listeners:
+            listener(kind, copy.deepcopy(obj))
+        return copy.deepcopy(obj)
+
+    def create(self, obj):
+        with self._lock:
+            obj = copy.deepcopy(obj)
+            obj["metadata"].setdefault("finalizers", [])
+            return self._store(obj, "ADDED")
+
+    def delete(self, key):
+        with self._lock:
+            obj = self.objects[key]
+            if obj["metadata"]["finalizers"]:
+                obj["metadata"]["deletionTimestamp"] = "2026-11-30T00:00:00Z"
+                return self._store(obj, "MODIFIED")
+            del self.objects[key]
+            for listener in self.listeners:
+                listener("DELETED", copy.deepcopy(obj))
+            return None
+
+    def update_spec(self, key, **changes):
+        with self._lock:
+            obj = self.objects[key]
+            obj["spec"].update(changes)
+            obj["metadata"]["generation"] = obj["metadata"].get("generation", 1) + 1
+            return self._store(obj, "MODIFIED")
+
+    def set_finalizers(self, obj, finalizers):
+        with self._lock:
+            current = self.objects.get(self._key(obj))
+            if current is None or current["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
+                raise Conflict("stale")
+            current["metadata"]["finalizers"] = list(finalizers)
+            if not finalizers and current["metadata"].get("deletionTimestamp"):
+                del self.objects[self._key(obj)]
+                for listener in self.listeners:
+                    listener("DELETED", copy.deepcopy(current))
+                return None
+            return self._store(current, "MODIFIED")
+
+    def patch_status(self, obj, status):
+        with self._lock:
+            current = self.objects.get(self._key(obj))
+            if current is None:
+                return None
+            self.status_patches += 1
+            merged = dict(current.get("status") or {})
+            for key, value in status.items():
+                if value is None:
+                    merged.pop(key, None)  # merge-patch semantics, as the apiserver applies them
+                else:
+                    merged[key] = copy.deepcopy(value)
+            current["status"] = merged
+            return self._store(current, "MODIFIED")
+
+    def read_secret(self, namespace, name):
+        return dict(self.secrets["%s/%s" % (namespace, name)])
+
+    def read_config_map_key(self, namespace, name, key):
+        data = self.config_maps.get("%s/%s" % (namespace, name))
+        if data is None:
+            raise missing_config_map(namespace, name)
+        if key not in data:
+            raise missing_key(namespace, name, key)
+        return data[key]
+
+    def event(self, obj, reason, message, kind="Normal"):
+        self.events.append((self._key(obj), reason, message, kind))
+
+
+class FakeRunner:
+    """Answers like the playbooks would, from an in-memory backend; records every call."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.calls = []
+
+    def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120):
+        self.calls.append((action, backend.get("url"), len(jobs or identities or ())))
+        from ansible_collections.bridge.hpc.plugins.module_utils import _jobs
+        from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
+        from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
+
+        if action == "submit":
+            # Like bridge.hpc.jobs: each item is validated on its own.
+            specs, refused = [], {}
+            for job in jobs:
+                try:
+                    specs.append(normalize_spec(job))
+                except SpecError as exc:
+                    refused[job["identity"]] = {"identity": job["identity"], "changed": False, "failed": True,
+                                                "error": exc.to_dict(), "msg": str(exc)}
+            done = dict((r["identity"], r) for r in _jobs.ensure_many_present(self.backend, specs))
+            done.update(refused)
+            return {"results": [done[job["identity"]] for job in jobs]}
+        if action == "poll":
+            found, missing = _jobs.read_many(self.backend, identities)
+            return {"jobs": found, "missing": missing, "requests": 1}
+        return {"results": _jobs.ensure_many_absent(self.backend, [job["identity"] for job in jobs], wait=True,
+                                                    wait_timeout=wait_timeout, poll_interval=0.01)}
