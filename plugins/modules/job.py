@@ -160,8 +160,8 @@ error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
-    CLIENT_FACTORIES,
-    CONNECTION_OPTIONS,
+    any_backend_options,
+    chosen_backend,
     job_module_args,
     main_for,
     run_job,
@@ -169,9 +169,8 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
 
 
 def main():
-    backend = dict(type="str", required=True, choices=sorted(CLIENT_FACTORIES))
-    module = AnsibleModule(**job_module_args(CONNECTION_OPTIONS, backend=backend))
-    main_for(module, CLIENT_FACTORIES[module.params["backend"]], run_job)
+    module = AnsibleModule(**job_module_args(any_backend_options()))
+    main_for(module, chosen_backend, run_job)
 
 
 if __name__ == "__main__":

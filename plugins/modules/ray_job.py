@@ -124,17 +124,17 @@ error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    backend_connection_options,
+    client_of,
     job_module_args,
     main_for,
-    ray_client,
-    ray_connection_options,
     run_job,
 )
 
 
 def main():
-    module = AnsibleModule(**job_module_args(ray_connection_options()))
-    main_for(module, ray_client, run_job)
+    module = AnsibleModule(**job_module_args(backend_connection_options("ray")))
+    main_for(module, client_of("ray"), run_job)
 
 
 if __name__ == "__main__":

@@ -188,17 +188,17 @@ error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    backend_connection_options,
+    client_of,
     job_module_args,
     main_for,
     run_job,
-    slurm_client,
-    slurm_connection_options,
 )
 
 
 def main():
-    module = AnsibleModule(**job_module_args(slurm_connection_options()))
-    main_for(module, slurm_client, run_job)
+    module = AnsibleModule(**job_module_args(backend_connection_options("slurm")))
+    main_for(module, client_of("slurm"), run_job)
 
 
 if __name__ == "__main__":
