@@ -130,7 +130,7 @@ def finish_job_result(module, client, result):
     job = result.get("job") or {}
     for field in TOP_LEVEL_JOB_FIELDS:
         result[field] = job.get(field)
-    result["api_version"] = client.api_version if "api_versions" in client.CAPABILITIES else None
+    result["api_version"] = client.api_version
     if not module._diff:
         result.pop("diff", None)
     exit_with(module, client, result)

@@ -71,7 +71,7 @@ jobs:
   description: The jobs found, by identity, normalized.
   returned: always
   type: dict
-  sample: {"sweep-lr-0.1": {"job_id": 41, "phase": "running"}}
+  sample: {"sweep-lr-0.1": {"job_id": "41", "phase": "running"}}
 missing:
   description: Identities without a job on the backend (never submitted, or forgotten).
   returned: always

@@ -138,7 +138,7 @@ results:
     msg:
       description: Why the item failed.
       type: str
-  sample: [{"identity": "sweep-0", "changed": true, "failed": false, "job": {"job_id": 41, "phase": "queued"}}]
+  sample: [{"identity": "sweep-0", "changed": true, "failed": false, "job": {"job_id": "41", "phase": "queued"}}]
 failed_count:
   description: How many items failed.
   returned: always

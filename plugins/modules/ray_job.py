@@ -94,6 +94,34 @@ exit_code:
   returned: always
   type: int
   sample: 0
+signal:
+  description: Signal that ended the job, where the backend reports one (Slurm); also under RV(job.signal).
+  returned: always
+  type: int
+  sample: 15
+failure_class:
+  description: >-
+    Why a finished job did not complete, as under RV(job.failure_class): C(timeout), C(out_of_memory),
+    C(node_failure), C(cancelled), C(non_zero_exit), C(rejected) (can never start) or C(preempted);
+    null otherwise.
+  returned: always
+  type: str
+  sample: non_zero_exit
+submit_time:
+  description: RFC 3339 time the backend accepted the job; also under RV(job.submit_time).
+  returned: always
+  type: str
+  sample: "2026-12-01T10:00:00Z"
+start_time:
+  description: RFC 3339 time the job started; null while it waits. Also under RV(job.start_time).
+  returned: always
+  type: str
+  sample: "2026-12-01T10:00:02Z"
+end_time:
+  description: RFC 3339 time a finished job ended; null before. Also under RV(job.end_time).
+  returned: always
+  type: str
+  sample: "2026-12-01T10:05:00Z"
 identity:
   description: The job's identity, given or derived from the spec; it is the submission id.
   returned: when state is present

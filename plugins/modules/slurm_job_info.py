@@ -82,12 +82,12 @@ jobs:
   returned: always
   type: list
   elements: dict
-  sample: [{"job_id": 42, "name": "hello", "phase": "running", "partition": "debug"}]
+  sample: [{"job_id": "42", "name": "hello", "phase": "running", "partition": "debug"}]
 job:
   description: The one job asked for with O(job_id) or O(identity); null when the identity is not found.
   returned: when job_id or identity is given
   type: dict
-  sample: {"job_id": 42, "phase": "completed", "exit_code": 0}
+  sample: {"job_id": "42", "phase": "completed", "exit_code": 0}
 api_version:
   description: Slurm REST API version used.
   returned: always

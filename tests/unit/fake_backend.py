@@ -11,6 +11,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import NotFound
 class FakeBackend(Backend):
     NAME = "fake"
     TITLE = "Fake"
+    CONNECTION = dict(token=dict(type="str"))
     CREDENTIALS = ("token",)
     SECRETS = ("token",)
 
