@@ -84,10 +84,13 @@ def decode(parse, body, endpoint, manager, url, verb, obj, ident=None):
             endpoint, type(exc).__name__, str(exc)[:200], url, manager), verb, obj, ident, manager, url)
 
 
-def items(body, key):
-    """body[key] as a list: [] when absent or null, TypeError when it is anything else."""
+def items(body, key, required=False):
+    """body[key] as a list: [] when null (or absent, unless `required`), TypeError when it is
+    anything else."""
     if not isinstance(body, dict):
         raise TypeError("expected a JSON object, got %s" % type(body).__name__)
+    if required and key not in body:
+        raise KeyError("no '%s' in the answer" % key)
     value = body.get(key)
     if value is None:
         return []

@@ -180,7 +180,7 @@ def compile_submit(spec):
 def normalize_job(native):
     if not isinstance(native, dict):
         raise TypeError("a job must be a JSON object, got %s" % type(native).__name__)
-    status = (native.get("status") or "").upper()
+    status = _string(native.get("status") or "", "status").upper()
     phase = PHASE_BY_STATUS.get(status, "queued")
     terminal = phase in TERMINAL_PHASES
     metadata = native.get("metadata") or {}
@@ -198,7 +198,7 @@ def normalize_job(native):
     # Ray's message of a failed job carries up to 20,000 characters of log; the first line says why.
     message = (native.get("message") or "").strip().split("\n", 1)[0] or None
     return {
-        "job_id": _text(native.get("submission_id") or native.get("job_id")),
+        "job_id": _string(native.get("submission_id") or native.get("job_id"), "submission_id"),
         "ray_job_id": native.get("job_id"),
         "name": metadata.get("bridge_name") or native.get("submission_id"),
         "identity": metadata.get(METADATA_IDENTITY),
@@ -340,7 +340,7 @@ class RayClient(Backend):
         self.upload_package(spec["script"])
         try:
             return self._call("POST", "/api/jobs/", "submit", "job", spec["identity"], json=request, idempotent=False,
-                              parse=lambda body: _text(body["submission_id"]) or spec["identity"])
+                              parse=lambda body: _string(body["submission_id"], "submission_id"))
         except AlreadyExists:
             return spec["identity"]
 
@@ -382,7 +382,8 @@ class RayClient(Backend):
 
     def cancel(self, job_id):
         """Stop a job: SIGTERM, then SIGKILL after Ray's grace period. A finished job stays as it is."""
-        self._call("POST", "/api/jobs/%s/stop" % job_id, "cancel", "job", job_id, idempotent=True)
+        self._call("POST", "/api/jobs/%s/stop" % job_id, "cancel", "job", job_id, idempotent=True,
+                   parse=lambda body: _boolean(body["stopped"], "stopped"))
 
     def delete(self, job_id):
         return self._call("DELETE", "/api/jobs/%s" % job_id, "delete", "job", job_id,
@@ -390,7 +391,7 @@ class RayClient(Backend):
 
     def logs(self, job_id, tail_lines=None):
         text = self._call("GET", "/api/jobs/%s/logs" % job_id, "read logs of", "job", job_id,
-                          parse=lambda body: _string(body.get("logs") or "", "logs"))
+                          parse=lambda body: _string(body["logs"], "logs"))
         if tail_lines:
             lines = text.splitlines(True)
             text = "".join(lines[-tail_lines:])
@@ -442,8 +443,10 @@ class RayClient(Backend):
         check_fits(compile_submit(spec), self._alive)
 
 
-def _text(value):
-    return None if value is None else "%s" % (value,)
+def _boolean(value, field):
+    if not isinstance(value, bool):
+        raise TypeError("'%s' must be true or false, got %r" % (field, value))
+    return value
 
 
 def _string(value, field):

@@ -144,9 +144,19 @@ def epoch_time(epoch):
 def state_list(job_state):
     if job_state is None:
         return []
-    if isinstance(job_state, list):
-        return [str(s).upper() for s in job_state]
-    return [str(job_state).upper()]
+    if isinstance(job_state, list) and all(isinstance(state, str) for state in job_state):
+        return [state.upper() for state in job_state]
+    if isinstance(job_state, str):
+        return [job_state.upper()]
+    raise TypeError("a state must be a string or a list of strings, got %r" % (job_state,))
+
+
+def required_name(native, key="name"):
+    """The name of a job, partition or node: a string every answer has."""
+    value = native.get(key)
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+        raise TypeError("'%s' must be a string or number, got %r" % (key, value))
+    return str(value)
 
 
 def decode_exit(exit_code):
@@ -214,7 +224,7 @@ def normalize_job(native):
         failure_class = None
     terminal = phase in TERMINAL_PHASES
     return {
-        "job_id": text(native.get("job_id")),
+        "job_id": required_name(native, "job_id"),
         "name": text(native.get("name")),
         "identity": identity_of(native.get("comment")),
         "phase": phase,
@@ -279,7 +289,7 @@ def normalize_partition(native):
         tres = native.get("tres")
     max_time_minutes = number(max_time)
     return {
-        "name": native.get("name"),
+        "name": required_name(native),
         "state": (state[0] if state else "UNKNOWN").upper(),
         "default": default,
         "nodes": text(node_list),
@@ -320,7 +330,7 @@ def normalize_node(native):
     alloc_memory = number(native.get("alloc_memory")) or 0
     gres = text(native.get("gres"))
     return {
-        "name": native.get("name"),
+        "name": required_name(native),
         "state": all_states[0].lower() if all_states else "unknown",
         "states": [s.lower() for s in all_states],
         "usable": not any(s in NODE_UNUSABLE for s in all_states),
@@ -744,10 +754,10 @@ class SlurmClient(Backend):
 
     def partitions(self):
         return self._call("GET", "partitions/", "list", "partitions",
-                          parse=lambda body: [normalize_partition(p) for p in items(body, "partitions")])
+                          parse=lambda body: [normalize_partition(p) for p in items(body, "partitions", required=True)])
 
     def nodes(self):
-        return self._call("GET", "nodes/", "list", "nodes", parse=lambda body: [normalize_node(n) for n in items(body, "nodes")])
+        return self._call("GET", "nodes/", "list", "nodes", parse=lambda body: [normalize_node(n) for n in items(body, "nodes", required=True)])
 
     def inventory(self):
         return {"partitions": self.partitions(), "nodes": self.nodes(), "api_version": self.api_version,
@@ -777,7 +787,7 @@ def select(jobs, identities=None, name=None, phases=None):
 
 
 def _jobs(body):
-    return [normalize_job(job) for job in items(body, "jobs")]
+    return [normalize_job(job) for job in items(body, "jobs", required=True)]
 
 
 def _pings(body):
