@@ -15,6 +15,7 @@ import copy
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import PHASES
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_absent, ensure_present
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import JOB_SPEC_OPTIONS, normalize_spec
@@ -59,7 +60,7 @@ JOB_INFO_OPTIONS = dict(
     job_id=dict(type="str"),
     identity=dict(type="str"),
     name=dict(type="str"),
-    phases=dict(type="list", elements="str", choices=["queued", "running", "completed", "failed", "cancelled"]),
+    phases=dict(type="list", elements="str", choices=list(PHASES)),
     include_native=dict(type="bool", default=False),
 )
 
