@@ -118,7 +118,7 @@ options:
     description:
       - Native request fields per backend, merged over what Bridge compiles; for example the key
         C(slurm) with C(exclusive=user) adds Slurm's C(exclusive) field to the submit request.
-      - Allowed namespaces are C(slurm), C(ray), C(lsf), C(quantum) and C(kubernetes).
+      - Allowed namespaces are the backends, C(slurm) and C(ray); a backend uses only its own.
       - Bridge does not check these fields against the cluster.
     type: dict
     default: {}

@@ -162,10 +162,8 @@ keyed_groups:
 #         script: "#!/bin/bash\nhostname"
 """
 
-from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError
 from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient
 from ansible_collections.bridge.hpc.plugins.plugin_utils._inventory import InventorySource, without_native
 
@@ -240,49 +238,34 @@ def host_names(nodes, prefix):
 class InventoryModule(InventorySource, BaseInventoryPlugin, Constructable, Cacheable):
 
     NAME = "bridge.hpc.ray"
-    MANAGER = "Ray"
+    MANAGER = RayClient.TITLE
     FILE_SUFFIXES = ("ray.yml", "ray.yaml")
     SOURCE_OPTIONS = ("url",)
     URL_VAR = "ray_url"
     HOSTS = "nodes"
-    URL_NAME = "the Ray dashboard URL"
-    URL_ENV = "RAY_ADDRESS"
+    URL_NAME = RayClient.URL_NAME
+    URL_ENV = RayClient.ENV["url"][0]
     # Bump when the cached payload changes shape, so an old cache entry is read again from Ray.
     PAYLOAD_FORMAT = 1
 
     # -- reading Ray (parse() and the cache: InventorySource)
 
     def _client(self, source):
-        return RayClient(
-            source["url"], token=self._option("token"), validate_certs=self.get_option("validate_certs"),
-            ca_path=self.get_option("ca_path"), timeout=self.get_option("timeout"),
-            retries=self.get_option("retries"))
+        return RayClient.from_options(self._connection_option(source))
 
     def _fetch(self, source):
-        def read(client):
-            version = client.version().get("ray_version")
-            nodes = client.nodes()
-            return (version, nodes) + self._usage(client, nodes)
-
-        version, nodes, usage, resources = self._read(source, read)
+        records = self._read(source, lambda client: client.inventory())
+        nodes = records["nodes"]
         for node in nodes:
             node["state_message"] = node["native"].get("state_message")
         return {
             "format": self.PAYLOAD_FORMAT,
             "source": source,
-            "version": version,
+            "version": records["version"],
             "nodes": without_native(nodes),
-            "usage": usage,
-            "resources": resources,
+            "usage": records["usage"],
+            "resources": records["resources"],
         }
-
-    def _usage(self, client, nodes):
-        """(per-node usage, cluster-wide usage) from the autoscaler's report; nodes are enough without it."""
-        try:
-            return client.node_usage(nodes), client.resources()
-        except BridgeError as exc:
-            self.display.warning("bridge.hpc.ray: used amounts are unknown: %s" % to_native(exc))
-            return {}, {}
 
     # -- building hosts and groups
 

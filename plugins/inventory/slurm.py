@@ -276,38 +276,29 @@ def cluster_name(partitions, nodes):
 class InventoryModule(InventorySource, BaseInventoryPlugin, Constructable, Cacheable):
 
     NAME = "bridge.hpc.slurm"
-    MANAGER = "Slurm"
+    MANAGER = SlurmClient.TITLE
     FILE_SUFFIXES = ("slurm.yml", "slurm.yaml")
     SOURCE_OPTIONS = ("url", "user", "api_version")
     URL_VAR = "slurm_url"
     HOSTS = "partitions"
-    URL_NAME = "the slurmrestd URL"
-    URL_ENV = "SLURM_URL"
+    URL_NAME = SlurmClient.URL_NAME
+    URL_ENV = SlurmClient.ENV["url"][0]
     # Bump when the cached payload changes shape, so an old cache entry is read again from Slurm.
     PAYLOAD_FORMAT = 1
 
     # -- reading Slurm (parse() and the cache: InventorySource)
 
     def _client(self, source):
-        return SlurmClient(
-            source["url"], user=source["user"], token=self._option("token"),
-            api_version=source["api_version"], validate_certs=self.get_option("validate_certs"),
-            ca_path=self.get_option("ca_path"), timeout=self.get_option("timeout"),
-            retries=self.get_option("retries"))
+        return SlurmClient.from_options(self._connection_option(source))
 
     def _fetch(self, source):
-        def read(client):
-            partitions = client.partitions()
-            nodes = client.nodes()
-            cluster = cluster_name(partitions, nodes) or getattr(client, "cluster", None)
-            return partitions, nodes, client.api_version, cluster
-
-        partitions, nodes, api_version, cluster = self._read(source, read)
+        records = self._read(source, lambda client: client.inventory())
+        partitions, nodes = records["partitions"], records["nodes"]
         return {
             "format": self.PAYLOAD_FORMAT,
             "source": source,
-            "api_version": api_version,
-            "cluster": cluster,
+            "api_version": records["api_version"],
+            "cluster": cluster_name(partitions, nodes) or records["cluster"],
             "partitions": without_native(partitions),
             "nodes": without_native(nodes),
         }

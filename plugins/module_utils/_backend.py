@@ -17,9 +17,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import datetime
 import re
 
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError, Unsupported
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import MalformedResponse, SpecError, Unsupported
 
 # Every normalized job has at least these keys; backends may add their own (partition, nodes, ...).
 JOB_KEYS = ("job_id", "name", "identity", "phase", "terminal", "native_state", "reason", "exit_code",
@@ -52,6 +53,50 @@ COMMON_CONNECTION = dict(
     timeout=dict(type="float", default=30.0),
     retries=dict(type="int", default=3),
 )
+
+
+# What a parser of an answer raises when the answer has another shape than the API's.
+SHAPE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError)
+
+
+def json_of(response, endpoint, manager, url, verb, obj, ident=None):
+    """The JSON of a response, or MalformedResponse saying what came instead (an HTML page of a
+    proxy, an empty or truncated body)."""
+    try:
+        return response.json()
+    except ValueError:
+        what = (response.text or "").strip()
+        kind = response.headers.get("content-type") or "no content type"
+        if not what:
+            reason = "an empty body"
+        else:
+            reason = "%s that is not JSON: %r" % (kind, what[:80])
+        raise MalformedResponse("%s answered %s; is %s the %s API?" % (endpoint, reason, url, manager),
+                                verb, obj, ident, manager, url, response.status_code)
+
+
+def decode(parse, body, endpoint, manager, url, verb, obj, ident=None):
+    """parse(body), where an answer of another shape becomes MalformedResponse naming the endpoint."""
+    try:
+        return parse(body)
+    except SHAPE_ERRORS as exc:
+        raise MalformedResponse("%s answered with an unexpected shape (%s: %s); is %s the %s API?" % (
+            endpoint, type(exc).__name__, str(exc)[:200], url, manager), verb, obj, ident, manager, url)
+
+
+def items(body, key, required=False):
+    """body[key] as a list: [] when null (or absent, unless `required`), TypeError when it is
+    anything else."""
+    if not isinstance(body, dict):
+        raise TypeError("expected a JSON object, got %s" % type(body).__name__)
+    if required and key not in body:
+        raise KeyError("no '%s' in the answer" % key)
+    value = body.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise TypeError("'%s' must be a list of objects, got %s" % (key, type(value).__name__))
+    return value
 
 
 class Backend(object):
@@ -91,8 +136,18 @@ class Backend(object):
 
     @classmethod
     def from_options(cls, get):
-        """A client from options; `get(name)` reads a module param or a plugin option."""
+        """A client from options; `get(name)` reads a module param or a plugin option (None when
+        unset)."""
         raise NotImplementedError
+
+    @classmethod
+    def transport_options(cls, get):
+        """The common connection options, defaults filled in where `get` has none."""
+        options = {}
+        for name in ("validate_certs", "ca_path", "timeout", "retries"):
+            value = get(name)
+            options[name] = COMMON_CONNECTION[name].get("default") if value is None else value
+        return options
 
     @classmethod
     def require_url(cls, url):
@@ -166,6 +221,14 @@ class Backend(object):
 
     def close(self):
         self.transport.close()
+
+
+def rfc3339(epoch_seconds):
+    """RFC 3339 UTC time of an epoch in seconds; None for 0 or None (not happened yet)."""
+    if not epoch_seconds:
+        return None
+    moment = datetime.datetime.fromtimestamp(epoch_seconds, tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def natural_key(job_id):

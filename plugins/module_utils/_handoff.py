@@ -21,6 +21,7 @@ import select
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._module import fail_on_bridge_error
+from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 
 HANDOFF_OPTIONS = dict(
     handoff_pipe=dict(type="path"),
@@ -60,11 +61,12 @@ def read_handoff(path, timeout):
     return document
 
 
-def take_handoff(module, allowed):
+def take_handoff(module, work):
     """Merge the handed-over document into module.params; False when nothing came in time.
 
-    `allowed` maps each key the document may hold to its type. A handed-over token joins the values
-    every module output is scrubbed of, as a no_log option's value does.
+    `work` maps each key of the work the document may hold to its type; besides it, the document
+    may hold the credentials of the module's backend (its CREDENTIALS, strings). A handed-over
+    secret joins the values every module output is scrubbed of, as a no_log option's value does.
     """
     path = module.params.get("handoff_pipe")
     if not path:
@@ -74,12 +76,16 @@ def take_handoff(module, allowed):
     document = read_handoff(path, module.params["handoff_timeout"])
     if document is None:
         return False
+    backend = BACKENDS[module.params["backend"]]
+    allowed = dict(work)
+    allowed.update((key, str) for key in backend.CREDENTIALS)
     unknown = sorted(set(document) - set(allowed))
     if unknown:
         raise SpecError("handoff_pipe", "unexpected keys %s in the handed-over document; allowed: %s"
                         % (", ".join(unknown), ", ".join(sorted(allowed))))
-    if document.get("token"):
-        module.no_log_values.add(document["token"])
+    for key in backend.SECRETS:
+        if document.get(key):
+            module.no_log_values.add(document[key])
     for key, value in document.items():
         if value is not None and not isinstance(value, allowed[key]):
             raise SpecError("handoff_pipe", "%s in the handed-over document must be a %s" % (key, allowed[key].__name__))
@@ -87,10 +93,10 @@ def take_handoff(module, allowed):
     return True
 
 
-def handoff_or_exit(module, allowed, idle_result):
+def handoff_or_exit(module, work, idle_result):
     """take_handoff for a module's main: a bad document fails the task; none at all ends it idle."""
     try:
-        handed = take_handoff(module, allowed)
+        handed = take_handoff(module, work)
     except BridgeError as exc:
         fail_on_bridge_error(module, exc)
     if not handed:

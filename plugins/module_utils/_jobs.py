@@ -3,51 +3,18 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The job lifecycle every backend shares: present, absent, wait. Internal to this collection.
 
-The functions take any client with the verbs render, find, preflight, submit, get and cancel
-(Slurm today; Ray, LSF, Quantum and Kubernetes Jobs later) and return a result dict for a module
-or the controller. `changed` always comes from what existed before versus after.
+The functions take any backend of the contract in _backend.py (render, find, find_many, check,
+submit, get, cancel) and return a result dict for a module or the controller. `changed` always comes from what existed before versus after.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import datetime
 import time
 
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import TERMINAL_PHASES
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, NotFound
-
-PHASES = ("queued", "running", "completed", "failed", "cancelled")
-TERMINAL_PHASES = ("completed", "failed", "cancelled")
-FAILURE_CLASSES = ("timeout", "out_of_memory", "node_failure", "cancelled", "non_zero_exit", "rejected", "preempted")
-
-
-def rfc3339(epoch_seconds):
-    """RFC 3339 UTC time of an epoch in seconds; None for 0 or None (not happened yet)."""
-    if not epoch_seconds:
-        return None
-    moment = datetime.datetime.fromtimestamp(epoch_seconds, tz=datetime.timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def newest_by_identity(jobs, warnings=None):
-    """{identity: job} of jobs carrying a Bridge identity; where several do, the newest wins.
-
-    Job ids of one manager sort by age (Slurm's integers); a duplicate is a warning, since
-    Bridge itself never submits one identity twice.
-    """
-    found = {}
-    for job in jobs:
-        identity = job.get("identity")
-        if not identity:
-            continue
-        if identity in found and warnings is not None:
-            warnings.append("several jobs carry identity '%s' (%s, %s); using the newest" % (
-                identity, found[identity]["job_id"], job["job_id"]))
-        if identity not in found or job["job_id"] > found[identity]["job_id"]:
-            found[identity] = job
-    return found
-
 
 SUMMARY_KEYS = ("job_id", "name", "identity", "phase", "native_state", "reason", "exit_code",
                 "signal", "failure_class", "partition")
@@ -76,7 +43,7 @@ def predicted_job(spec, client):
         "signal": None,
         "failure_class": None,
         "partition": spec.get("queue"),
-        "backend": client.manager.lower(),
+        "backend": client.NAME,
     }
 
 
@@ -128,12 +95,12 @@ def ensure_present(client, spec, check_mode=False, wait=False, wait_timeout=600,
         job = existing
     elif check_mode:
         # Check mode still validates against the cluster: it predicts a failure truthfully.
-        client.preflight(spec)
+        client.check(spec)
         job = predicted_job(spec, client)
         result["changed"] = True
         wait = False
     else:
-        client.preflight(spec)
+        client.check(spec)
         job_id = client.submit(spec)
         result["changed"] = True
         job = client.get(job_id)
@@ -216,7 +183,7 @@ def ensure_many_present(client, specs, check_mode=False):
             item["rendered"] = client.render(spec)
             job = existing.get(spec["identity"])
             if job is None:
-                client.preflight(spec)
+                client.check(spec)
                 job = predicted_job(spec, client)
                 if not check_mode:
                     job.update(job_id=client.submit(spec), reason="submitted")

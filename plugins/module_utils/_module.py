@@ -15,26 +15,32 @@ import copy
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import PHASES
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_absent, ensure_present
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import JOB_SPEC_OPTIONS, normalize_spec
+from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import HAS_HTTPX, HTTPX_IMPORT_ERROR
-from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm import KNOWN_VERSIONS, SlurmClient
 
-CONNECTION_OPTIONS = dict(
-    url=dict(type="str", required=True),
-    user=dict(type="str"),
-    token=dict(type="str", no_log=True),
-    validate_certs=dict(type="bool", default=True),
-    ca_path=dict(type="path"),
-    timeout=dict(type="float", default=30.0),
-    retries=dict(type="int", default=3),
-    api_version=dict(type="str"),
-)
 
-SLURM_ENV = dict(url=["SLURM_URL"], user=["SLURM_USER"], token=["SLURM_JWT"])
-RAY_ENV = dict(url=["RAY_ADDRESS"], token=["RAY_AUTH_TOKEN"])
+def backend_connection_options(name):
+    """The connection argspec of one backend's own modules, with its environment fallbacks."""
+    return BACKENDS[name].connection_options(env_fallback)
+
+
+def any_backend_options():
+    """The argspec of a module whose `backend` option picks the backend (job, jobs, job_info):
+    every backend's connection options, each as the backend declares it, choices aside."""
+    options = {}
+    for backend in BACKENDS.values():
+        for name, spec in backend.connection_options().items():
+            spec.pop("choices", None)
+            options.setdefault(name, spec)
+    # Every backend of today is reached by URL; the backend-neutral modules say so up front.
+    options["url"]["required"] = True
+    options["backend"] = dict(type="str", required=True, choices=sorted(BACKENDS))
+    return options
+
 
 WAIT_OPTIONS = dict(
     wait=dict(type="bool", default=False),
@@ -50,32 +56,11 @@ JOB_STATE_OPTIONS = dict(
 )
 
 
-def _connection_options(environment):
-    options = copy.deepcopy(CONNECTION_OPTIONS)
-    for key, names in environment.items():
-        options[key]["fallback"] = (env_fallback, names)
-    options["url"]["required"] = False
-    return options
-
-
-def slurm_connection_options():
-    options = _connection_options(SLURM_ENV)
-    options["api_version"]["choices"] = list(KNOWN_VERSIONS)
-    return options
-
-
-def ray_connection_options():
-    options = _connection_options(RAY_ENV)
-    del options["user"]
-    del options["api_version"]
-    return options
-
-
 JOB_INFO_OPTIONS = dict(
     job_id=dict(type="str"),
     identity=dict(type="str"),
     name=dict(type="str"),
-    phases=dict(type="list", elements="str", choices=["queued", "running", "completed", "failed", "cancelled"]),
+    phases=dict(type="list", elements="str", choices=list(PHASES)),
     include_native=dict(type="bool", default=False),
 )
 
@@ -103,24 +88,14 @@ def require_httpx(module):
         module.fail_json(msg=missing_required_lib("httpx"), exception=HTTPX_IMPORT_ERROR)
 
 
-def slurm_client(params):
-    if not params.get("url"):
-        raise SpecError("url", "the slurmrestd URL is required (option url or environment SLURM_URL)")
-    return SlurmClient(
-        params["url"], user=params.get("user"), token=params.get("token"),
-        api_version=params.get("api_version"), validate_certs=params["validate_certs"],
-        ca_path=params.get("ca_path"), timeout=params["timeout"], retries=params["retries"])
+def chosen_backend(params):
+    """The client of the backend a module's `backend` option names (job, jobs, job_info)."""
+    return BACKENDS[params["backend"]].from_options(params.get)
 
 
-def ray_client(params):
-    if not params.get("url"):
-        raise SpecError("url", "the Ray dashboard URL is required (option url or environment RAY_ADDRESS)")
-    return RayClient(
-        params["url"], token=params.get("token"), validate_certs=params["validate_certs"],
-        ca_path=params.get("ca_path"), timeout=params["timeout"], retries=params["retries"])
-
-
-CLIENT_FACTORIES = {"slurm": slurm_client, "ray": ray_client}
+def client_of(name):
+    """A build_client for main_for: the client of backend `name` from a module's params."""
+    return lambda params: BACKENDS[name].from_options(params.get)
 
 
 def run_job(module, client):
@@ -147,12 +122,16 @@ def run_job(module, client):
     return finish_job_result(module, client, result)
 
 
+# Job fields a job module also returns at the top level, so that `register: r` then `r.phase` works.
+TOP_LEVEL_JOB_FIELDS = ("job_id", "phase", "exit_code", "signal", "failure_class", "submit_time", "start_time",
+                        "end_time")
+
+
 def finish_job_result(module, client, result):
     job = result.get("job") or {}
-    result["job_id"] = job.get("job_id")
-    result["phase"] = job.get("phase")
-    result["exit_code"] = job.get("exit_code")
-    result["api_version"] = getattr(client, "_api_version", None)
+    for field in TOP_LEVEL_JOB_FIELDS:
+        result[field] = job.get(field)
+    result["api_version"] = client.api_version
     if not module._diff:
         result.pop("diff", None)
     exit_with(module, client, result)
@@ -165,7 +144,7 @@ def without_native(items):
 
 def exit_with(module, client, result):
     """Pass the client's warnings on, then exit (or fail when result says so)."""
-    for warning in getattr(client, "warnings", []):
+    for warning in client.warnings:
         module.warn(warning)
     if result.pop("failed", False):
         module.fail_json(**result)

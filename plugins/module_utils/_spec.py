@@ -19,8 +19,6 @@ import re
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 
-BACKENDS = ("slurm", "ray", "lsf", "quantum", "kubernetes")
-
 RESOURCE_OPTIONS = dict(
     nodes=dict(type="int"),
     tasks=dict(type="int"),
@@ -179,12 +177,15 @@ def normalize_spec(params):
     normalized_resources["memory_per_cpu_mb"] = parse_memory(resources.get("memory_per_cpu"), "resources.memory_per_cpu")
     normalized_resources["time_limit_minutes"] = parse_time_limit(resources.get("time_limit"))
 
+    # Imported here: the registry imports every backend, and every backend imports this module.
+    from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
+
     backend_options = params.get("backend_options") or {}
     for namespace, options in backend_options.items():
         if namespace not in BACKENDS:
             raise SpecError(
                 "backend_options",
-                "unknown backend namespace '%s'; allowed: %s" % (namespace, ", ".join(BACKENDS)),
+                "unknown backend namespace '%s'; allowed: %s" % (namespace, ", ".join(sorted(BACKENDS))),
             )
         if not isinstance(options, dict):
             raise SpecError("backend_options.%s" % namespace, "must be a dictionary of native request fields")

@@ -102,7 +102,8 @@ class Transport:
     def close(self):
         self.http.close()
 
-    def request(self, method, path, params=None, json=None, idempotent=None, verb="call", obj=None, ident=None):
+    def request(self, method, path, params=None, json=None, content=None, idempotent=None, verb="call", obj=None,
+                ident=None):
         """Send one request; returns the httpx response whatever its status.
 
         Raises ConnectionFailed or Timeout when no response arrived. The caller interprets the
@@ -117,7 +118,7 @@ class Transport:
             last = attempt == attempts
             try:
                 self.requests_sent += 1
-                response = self.http.request(method, path, params=params, json=json)
+                response = self.http.request(method, path, params=params, json=json, content=content)
             except httpx.TimeoutException as exc:
                 if last:
                     raise Timeout(self._describe(exc), verb, obj, ident, self.manager, url)

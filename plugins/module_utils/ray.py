@@ -20,15 +20,23 @@ import json
 import shlex
 import zipfile
 
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
+    TERMINAL_PHASES,
+    Backend,
+    decode,
+    items,
+    json_of,
+    rfc3339,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AlreadyExists,
     AuthFailed,
+    BridgeError,
     NotFound,
     Rejected,
     SpecError,
     error_for_status,
 )
-from ansible_collections.bridge.hpc.plugins.module_utils._jobs import TERMINAL_PHASES, rfc3339
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
 
 MANAGER = "Ray"
@@ -170,7 +178,9 @@ def compile_submit(spec):
 # ---------------------------------------------------------------- normalizing (pure)
 
 def normalize_job(native):
-    status = (native.get("status") or "").upper()
+    if not isinstance(native, dict):
+        raise TypeError("a job must be a JSON object, got %s" % type(native).__name__)
+    status = _string(native.get("status") or "", "status").upper()
     phase = PHASE_BY_STATUS.get(status, "queued")
     terminal = phase in TERMINAL_PHASES
     metadata = native.get("metadata") or {}
@@ -188,7 +198,7 @@ def normalize_job(native):
     # Ray's message of a failed job carries up to 20,000 characters of log; the first line says why.
     message = (native.get("message") or "").strip().split("\n", 1)[0] or None
     return {
-        "job_id": native.get("submission_id") or native.get("job_id"),
+        "job_id": _string(native.get("submission_id") or native.get("job_id"), "submission_id"),
         "ray_job_id": native.get("job_id"),
         "name": metadata.get("bridge_name") or native.get("submission_id"),
         "identity": metadata.get(METADATA_IDENTITY),
@@ -200,7 +210,8 @@ def normalize_job(native):
         "exit_code": exit_code if terminal else None,
         "signal": None,
         "failure_class": failure_class,
-        "submit_time": None,
+        # Ray sets start_time when it accepts the submission, so it is the submit time as well.
+        "submit_time": rfc3339((native.get("start_time") or 0) / 1000.0),
         "start_time": rfc3339((native.get("start_time") or 0) / 1000.0),
         "end_time": rfc3339((native.get("end_time") or 0) / 1000.0) if terminal else None,
         "partition": None,
@@ -236,10 +247,21 @@ def normalize_node(native):
 
 # ---------------------------------------------------------------- the client
 
-class RayClient:
+class RayClient(Backend):
     """Domain verbs over the Ray dashboard's Jobs API."""
 
-    manager = MANAGER
+    NAME = "ray"
+    TITLE = MANAGER
+    URL_NAME = "the Ray dashboard URL"
+    CONNECTION = dict(token=dict(type="str"))
+    ENV = dict(url=("RAY_ADDRESS",), token=("RAY_AUTH_TOKEN",))
+    CREDENTIALS = ("token",)
+    SECRETS = ("token",)
+    CAPABILITIES = frozenset(["logs", "token_auth", "preflight"])
+
+    @classmethod
+    def from_options(cls, get):
+        return cls(cls.require_url(get("url")), token=get("token"), **cls.transport_options(get))
 
     def __init__(self, url, token=None, validate_certs=True, ca_path=None, timeout=30.0, retries=3, transport=None):
         headers = {"Accept": "application/json"}
@@ -250,23 +272,24 @@ class RayClient:
             self.url, MANAGER, headers=headers, secrets=[token], validate_certs=validate_certs,
             ca_path=ca_path, timeout=timeout, retries=retries)
         self.warnings = []
-        self._api_version = None
+        self._version = None
         self._packages = set()
         self._alive = None
 
-    def _call(self, method, path, verb, obj, ident=None, json=None, params=None, idempotent=None):
+    def _call(self, method, path, verb, obj, ident=None, json=None, params=None, idempotent=None, parse=None):
+        """One request; `parse(body)` of its JSON answer, where another shape is MalformedResponse."""
         response = self.transport.request(method, path, params=params, json=json, idempotent=idempotent,
                                           verb=verb, obj=obj, ident=ident)
-        return self._check(response, verb, obj, ident)
+        self._check(response, verb, obj, ident)
+        endpoint = "%s %s" % (method, path)
+        body = json_of(response, endpoint, MANAGER, self.url, verb, obj, ident)
+        return decode(parse, body, endpoint, MANAGER, self.url, verb, obj, ident) if parse else body
 
     def _check(self, response, verb, obj, ident):
-        """JSON of a 2xx answer; else a typed error from Ray's text/plain (often traceback) body."""
+        """Nothing for a 2xx answer; else a typed error from Ray's text/plain (often traceback) body."""
         status = response.status_code
         if status < 400:
-            try:
-                return response.json()
-            except ValueError:
-                return response.text
+            return
         # 500 means both "submission_id already exists" and "cannot delete a running job"; the
         # telling line sits inside a (nested) traceback, often not the last one.
         for marker, error_type in (("already exists", AlreadyExists), ("non-terminal state", Rejected)):
@@ -281,12 +304,18 @@ class RayClient:
 
     @property
     def api_version(self):
-        if self._api_version is None:
-            self._api_version = self.version().get("version")
-        return self._api_version
+        return self.version()["version"]
 
     def version(self):
-        return self._call("GET", "/api/version", "read", "version")
+        """{"version": the Jobs API's, "ray_version": ...}: what tells a Ray dashboard from anything else."""
+        if self._version is None:
+            self._version = self._call("GET", "/api/version", "read", "version", parse=_version)
+        return self._version
+
+    def describe(self):
+        version = self.version()
+        return {"manager": MANAGER, "url": self.url, "version": version["ray_version"],
+                "api_version": version["version"]}
 
     def render(self, spec):
         return compile_submit(spec)
@@ -299,7 +328,7 @@ class RayClient:
         path = "/api/packages/gcs/%s" % uri[len("gcs://"):]
         present = self.transport.request("GET", path, verb="read", obj="package", ident=uri)
         if present.status_code != 200:
-            response = self.transport.http.request("PUT", path, content=content)
+            response = self.transport.request("PUT", path, content=content, verb="upload", obj="package", ident=uri)
             self._check(response, "upload", "package", uri)
         # The URI names the content, so once Ray has it, it has it for this client's lifetime.
         self._packages.add(uri)
@@ -310,13 +339,13 @@ class RayClient:
         request = self.render(spec)
         self.upload_package(spec["script"])
         try:
-            result = self._call("POST", "/api/jobs/", "submit", "job", spec["identity"], json=request, idempotent=False)
+            return self._call("POST", "/api/jobs/", "submit", "job", spec["identity"], json=request, idempotent=False,
+                              parse=lambda body: _string(body["submission_id"], "submission_id"))
         except AlreadyExists:
             return spec["identity"]
-        return result.get("submission_id") or spec["identity"]
 
     def get(self, job_id):
-        job = normalize_job(self._call("GET", "/api/jobs/%s" % job_id, "get", "job", job_id))
+        job = self._call("GET", "/api/jobs/%s" % job_id, "get", "job", job_id, parse=normalize_job)
         request = (job["native"].get("metadata") or {}).get(METADATA_REQUEST)
         if job["phase"] == "queued" and request:
             # Ray keeps such a job PENDING for RAY_JOB_START_TIMEOUT_SECONDS (900 s) and then
@@ -326,6 +355,8 @@ class RayClient:
             except SpecError as exc:
                 job["failure_class"] = "rejected"
                 job["reason"] = exc.reason
+            except ValueError:
+                pass  # metadata edited by hand: the job is only not checked
         return job
 
     def find(self, identity):
@@ -334,40 +365,48 @@ class RayClient:
         except NotFound:
             return None
 
-    def list(self):
-        return [normalize_job(j) for j in self._call("GET", "/api/jobs/", "list", "jobs") or []]
+    def list(self, identities=None, name=None, phases=None):
+        jobs = self._call("GET", "/api/jobs/", "list", "jobs", parse=_jobs)
+        wanted = None if identities is None else set(identities)
+        return [job for job in jobs
+                if (wanted is None or job["job_id"] in wanted)
+                and (name is None or job["name"] == name)
+                and (not phases or job["phase"] in phases)]
 
     def find_many(self, identities):
-        """{identity: job} for those identities that have a job, from one list request."""
-        wanted = set(identities)
-        return dict((j["job_id"], j) for j in self.list() if j["job_id"] in wanted)
+        """{identity: job} for those identities that have a job, from one list request.
+
+        The submission id is the identity, and Ray refuses to reuse one: there is never more than one.
+        """
+        return dict((job["job_id"], job) for job in self.list(identities=identities))
 
     def cancel(self, job_id):
         """Stop a job: SIGTERM, then SIGKILL after Ray's grace period. A finished job stays as it is."""
-        self._call("POST", "/api/jobs/%s/stop" % job_id, "cancel", "job", job_id, idempotent=True)
+        self._call("POST", "/api/jobs/%s/stop" % job_id, "cancel", "job", job_id, idempotent=True,
+                   parse=lambda body: _boolean(body["stopped"], "stopped"))
 
     def delete(self, job_id):
-        return self._call("DELETE", "/api/jobs/%s" % job_id, "delete", "job", job_id).get("deleted", False)
+        return self._call("DELETE", "/api/jobs/%s" % job_id, "delete", "job", job_id,
+                          parse=lambda body: body.get("deleted", False))
 
     def logs(self, job_id, tail_lines=None):
-        text = self._call("GET", "/api/jobs/%s/logs" % job_id, "read logs of", "job", job_id).get("logs") or ""
+        text = self._call("GET", "/api/jobs/%s/logs" % job_id, "read logs of", "job", job_id,
+                          parse=lambda body: _string(body["logs"], "logs"))
         if tail_lines:
             lines = text.splitlines(True)
             text = "".join(lines[-tail_lines:])
         return text
 
     def nodes(self):
-        body = self._call("GET", "/api/v0/nodes", "list", "nodes", params={"detail": "true", "limit": 10000})
-        result = (((body or {}).get("data") or {}).get("result") or {}).get("result") or []
-        return [normalize_node(n) for n in result]
+        return self._call("GET", "/api/v0/nodes", "list", "nodes", params={"detail": "true", "limit": 10000},
+                          parse=_nodes)
 
     def alive_nodes(self):
         return [n for n in self.nodes() if n["state"] == "alive"]
 
     def _load_metrics(self):
         """The autoscaler's load report: GET /api/cluster_status, data.clusterStatus.loadMetricsReport."""
-        body = self._call("GET", "/api/cluster_status", "read", "cluster status")
-        return (((body or {}).get("data") or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
+        return self._call("GET", "/api/cluster_status", "read", "cluster status", parse=_load_metrics)
 
     def resources(self):
         """Cluster-wide {resource: {used, total}} from the autoscaler's load report."""
@@ -386,14 +425,59 @@ class RayClient:
         return dict((node_id, used_and_total(pairs, nodes)) for node_id, pairs in by_node.items()
                     if isinstance(pairs, dict))
 
-    def preflight(self, spec):
+    def inventory(self):
+        """Version, nodes and their usage; unknown usage (the report is not there yet) is a warning."""
+        version = self.version()["ray_version"]
+        nodes = self.nodes()
+        try:
+            usage, resources = self.node_usage(nodes), self.resources()
+        except BridgeError as exc:
+            self.warnings.append("used amounts are unknown: %s" % exc)
+            usage, resources = {}, {}
+        return {"version": version, "nodes": nodes, "usage": usage, "resources": resources}
+
+    def check(self, spec):
         # The nodes are read once per client: a batch of jobs is checked against one view.
         if self._alive is None:
             self._alive = self.alive_nodes()
         check_fits(compile_submit(spec), self._alive)
 
-    def close(self):
-        self.transport.close()
+
+def _boolean(value, field):
+    if not isinstance(value, bool):
+        raise TypeError("'%s' must be true or false, got %r" % (field, value))
+    return value
+
+
+def _string(value, field):
+    if not isinstance(value, str):
+        raise TypeError("'%s' must be a string, got %s" % (field, type(value).__name__))
+    return value
+
+
+def _version(body):
+    """The dashboard's /api/version answer; anything without a Ray version is another service."""
+    if not isinstance(body, dict) or not isinstance(body.get("ray_version"), str):
+        raise TypeError("no 'ray_version' string, so not a Ray dashboard's version answer")
+    _string(body.get("version"), "version")
+    return body
+
+
+def _jobs(body):
+    if not isinstance(body, list):
+        raise TypeError("the job list must be a JSON list, got %s" % type(body).__name__)
+    return [normalize_job(job) for job in body]
+
+
+def _nodes(body):
+    return [normalize_node(node) for node in items(body["data"]["result"], "result")]
+
+
+def _load_metrics(body):
+    report = (((body or {}).get("data") or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
+    if not isinstance(report, dict):
+        raise TypeError("loadMetricsReport must be an object")
+    return report
 
 
 def check_fits(request, nodes):

@@ -15,9 +15,19 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
+    TERMINAL_PHASES,
+    Backend,
+    decode,
+    items,
+    json_of,
+    newest_by_identity,
+    rfc3339,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
     ConnectionFailed,
+    MalformedResponse,
     NotFound,
     Rejected,
     ServerError,
@@ -25,7 +35,6 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     Timeout,
     error_for_status,
 )
-from ansible_collections.bridge.hpc.plugins.module_utils._jobs import TERMINAL_PHASES, newest_by_identity, rfc3339
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import (
     effective_environment,
     format_minutes,
@@ -92,7 +101,6 @@ HOPELESS_REASONS = frozenset([
 ])
 # Slurm reports "no value" and "unlimited" as sentinels in the uint32 range before v0.0.39.
 NO_VAL = 0xFFFFFFFE
-INFINITE = 0xFFFFFFFF
 INVALID_JOB_ID = 2017
 ALREADY_DONE = 2021
 ZERO_BYTES = 5005
@@ -108,7 +116,7 @@ NODE_UNUSABLE = ("DOWN", "DRAIN", "DRAINED", "DRAINING", "NOT_RESPONDING", "FUTU
 def number(value):
     """An int from a plain number, a v0.0.39+ {set, infinite, number} struct or a sentinel.
 
-    None means not set or unlimited; use is_unlimited() to tell them apart.
+    None means not set or unlimited: Bridge treats both as "no limit".
     """
     if isinstance(value, dict):
         if value.get("infinite") or not value.get("set", True):
@@ -129,14 +137,6 @@ def number(value):
     return int(value)
 
 
-def is_unlimited(value):
-    if isinstance(value, dict):
-        return bool(value.get("infinite"))
-    if isinstance(value, str):
-        return value.lower() in ("infinity", "unlimited")
-    return value == INFINITE
-
-
 def epoch_time(epoch):
     return rfc3339(number(epoch))
 
@@ -144,9 +144,19 @@ def epoch_time(epoch):
 def state_list(job_state):
     if job_state is None:
         return []
-    if isinstance(job_state, list):
-        return [str(s).upper() for s in job_state]
-    return [str(job_state).upper()]
+    if isinstance(job_state, list) and all(isinstance(state, str) for state in job_state):
+        return [state.upper() for state in job_state]
+    if isinstance(job_state, str):
+        return [job_state.upper()]
+    raise TypeError("a state must be a string or a list of strings, got %r" % (job_state,))
+
+
+def required_name(native, key="name"):
+    """The name of a job, partition or node: a string every answer has."""
+    value = native.get(key)
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+        raise TypeError("'%s' must be a string or number, got %r" % (key, value))
+    return str(value)
 
 
 def decode_exit(exit_code):
@@ -214,7 +224,7 @@ def normalize_job(native):
         failure_class = None
     terminal = phase in TERMINAL_PHASES
     return {
-        "job_id": native.get("job_id"),
+        "job_id": required_name(native, "job_id"),
         "name": text(native.get("name")),
         "identity": identity_of(native.get("comment")),
         "phase": phase,
@@ -279,7 +289,7 @@ def normalize_partition(native):
         tres = native.get("tres")
     max_time_minutes = number(max_time)
     return {
-        "name": native.get("name"),
+        "name": required_name(native),
         "state": (state[0] if state else "UNKNOWN").upper(),
         "default": default,
         "nodes": text(node_list),
@@ -320,7 +330,7 @@ def normalize_node(native):
     alloc_memory = number(native.get("alloc_memory")) or 0
     gres = text(native.get("gres"))
     return {
-        "name": native.get("name"),
+        "name": required_name(native),
         "state": all_states[0].lower() if all_states else "unknown",
         "states": [s.lower() for s in all_states],
         "usable": not any(s in NODE_UNUSABLE for s in all_states),
@@ -501,10 +511,29 @@ def _partition_misfit(spec, partition, nodes):
 
 # ---------------------------------------------------------------- the client
 
-class SlurmClient:
+class SlurmClient(Backend):
     """Domain verbs over slurmrestd. Returns normalized dicts; keeps the raw object in `native`."""
 
-    manager = MANAGER
+    NAME = "slurm"
+    TITLE = MANAGER
+    URL_NAME = "the slurmrestd URL"
+    CONNECTION = dict(
+        user=dict(type="str"),
+        token=dict(type="str"),
+        api_version=dict(type="str", choices=list(KNOWN_VERSIONS)),
+    )
+    ENV = dict(url=("SLURM_URL",), user=("SLURM_USER",), token=("SLURM_JWT",))
+    CREDENTIALS = ("user", "token")
+    SECRETS = ("token",)
+    CAPABILITIES = frozenset([
+        "api_versions", "queues", "accounts", "constraints", "multi_node", "gpu_type", "memory_per_cpu",
+        "output_paths", "signal", "token_auth", "preflight",
+    ])
+
+    @classmethod
+    def from_options(cls, get):
+        return cls(cls.require_url(get("url")), user=get("user"), token=get("token"),
+                   api_version=get("api_version"), **cls.transport_options(get))
 
     def __init__(self, url, user=None, token=None, api_version=None, validate_certs=True,
                  ca_path=None, timeout=30.0, retries=3, transport=None):
@@ -539,13 +568,19 @@ class SlurmClient:
         return self._api_version
 
     def served_versions(self, stop_at_first=False):
-        """The REST versions the server answers, newest first (probed with GET ping, 200 vs 404)."""
+        """The REST versions the server answers, newest first (probed with GET ping, 200 vs 404).
+
+        An answer that is not slurmrestd's ping (a proxy's page, another service's JSON) stops the
+        probe with MalformedResponse: that server is not slurmrestd.
+        """
         served = []
         for version in KNOWN_VERSIONS:
-            response = self.transport.request("GET", "/slurm/%s/ping/" % version, verb="discover", obj="REST API")
+            path = "/slurm/%s/ping/" % version
+            response = self.transport.request("GET", path, verb="discover", obj="REST API")
             if response.status_code == 404:
                 continue
-            self._check(response, "discover", "REST API", version)
+            body = self._check(response, "discover", "REST API", version)
+            decode(_pings, body, "GET " + path, MANAGER, self.url, "discover", "REST API", version)
             served.append(version)
             if stop_at_first:
                 break
@@ -558,10 +593,16 @@ class SlurmClient:
     def _path(self, suffix):
         return "/slurm/%s/%s" % (self.api_version, suffix)
 
-    def _call(self, method, suffix, verb, obj, ident=None, json=None, params=None, idempotent=None, created_key=None):
-        response = self.transport.request(method, self._path(suffix), params=params, json=json,
+    def _call(self, method, suffix, verb, obj, ident=None, json=None, params=None, idempotent=None, created_key=None,
+              parse=None):
+        """One request; `parse(body)` of its answer, where a body of another shape is MalformedResponse."""
+        path = self._path(suffix)
+        response = self.transport.request(method, path, params=params, json=json,
                                           idempotent=idempotent, verb=verb, obj=obj, ident=ident)
-        return self._check(response, verb, obj, ident, created_key)
+        body = self._check(response, verb, obj, ident, created_key)
+        if parse is None:
+            return body
+        return decode(parse, body, "%s %s" % (method, path), MANAGER, self.url, verb, obj, ident)
 
     def _check(self, response, verb, obj, ident, created_key=None):
         """The body of a successful response; a typed error for Slurm's errors[] or an HTTP error.
@@ -573,19 +614,28 @@ class SlurmClient:
         status = response.status_code
         if status == 304:
             return None
-        try:
-            body = response.json()
-        except ValueError:
-            body = {"errors": [{"error": response.text.strip()[:500]}]} if status >= 400 else {}
+        endpoint = _endpoint(response)
+        if status < 400:
+            body = json_of(response, endpoint, MANAGER, self.url, verb, obj, ident)
+        else:
+            try:
+                body = response.json()
+            except ValueError:
+                body = {"errors": [{"error": response.text.strip()[:500]}]}
         if not isinstance(body, dict):
+            if status < 400:
+                raise MalformedResponse("%s answered a JSON %s, not an object; is %s slurmrestd?" % (
+                    endpoint, type(body).__name__, self.url), verb, obj, ident, MANAGER, self.url, status)
             body = {}
+        warnings, errors = decode(_notes, body, endpoint, MANAGER, self.url, verb, obj, ident)
         # 24.11 names the cluster only in meta (its partitions and nodes carry "").
-        self.cluster = _nested(body, "meta", "slurm", "cluster") or self.cluster
-        for warning in body.get("warnings") or []:
+        cluster = _nested(body, "meta", "slurm", "cluster")
+        self.cluster = cluster if isinstance(cluster, str) and cluster else self.cluster
+        for warning in warnings:
             note = self.transport.scrub(_error_text(warning))
             if note and note not in self.warnings and not HARMLESS_WARNING.search(note):
                 self.warnings.append(note)
-        errors = [e for e in body.get("errors") or [] if _error_number(e) != 0 or _error_text(e)]
+        errors = [e for e in errors if _error_number(e) != 0 or _error_text(e)]
         if status < 400 and not errors:
             return body
         if status < 400 and created_key and body.get(created_key):
@@ -618,15 +668,17 @@ class SlurmClient:
     # -- domain verbs
 
     def ping(self):
-        body = self._call("GET", "ping/", "ping", "controller")
-        pings = body.get("pings") or []
-        up = [p for p in pings if (p.get("ping") or p.get("pinged") or "").upper() == "UP" or p.get("responding")]
+        pings, release = self._call("GET", "ping/", "ping", "controller", parse=lambda body: (_pings(body), _release(body)))
+        up = [p for p in pings if str(p.get("ping") or p.get("pinged") or "").upper() == "UP" or p.get("responding") is True]
         return {
             "api_version": self.api_version,
-            "release": _release(body),
+            "release": release,
             "controllers": [{"hostname": p.get("hostname"), "mode": p.get("mode"), "up": p in up} for p in pings],
             "reachable": bool(up),
         }
+
+    def describe(self):
+        return dict(self.ping(), manager=MANAGER, url=self.url, cluster=self.cluster)
 
     def render(self, spec):
         return compile_submit(spec, self.api_version)
@@ -635,8 +687,8 @@ class SlurmClient:
         """Submit once; never retried. If no answer arrives, look the identity up before giving up."""
         body = self.render(spec)
         try:
-            result = self._call("POST", "job/submit", "submit", "job", spec["name"], json=body, idempotent=False,
-                                created_key="job_id")
+            job_id = self._call("POST", "job/submit", "submit", "job", spec["name"], json=body, idempotent=False,
+                                created_key="job_id", parse=_submitted_id)
         except (ConnectionFailed, Timeout) as exc:
             existing = self.find(spec["identity"])
             if existing is not None:
@@ -644,22 +696,19 @@ class SlurmClient:
             raise type(exc)(exc.reason + "; the submission may not have reached Slurm and was not retried "
                             "(no job with identity '%s' exists now)" % spec["identity"],
                             exc.verb, exc.obj, exc.ident, exc.manager, exc.url, exc.status)
-        job_id = result.get("job_id")
-        if job_id is None and isinstance(result.get("result"), dict):
-            job_id = result["result"].get("job_id")
         if not job_id:
-            raise ServerError("slurmrestd answered without a job id", "submit", "job", spec["name"], MANAGER, self.url)
-        return int(job_id)
+            raise MalformedResponse("slurmrestd answered without a job id", "submit", "job", spec["name"], MANAGER, self.url)
+        return job_id
 
     def get(self, job_id):
-        body = self._call("GET", "job/%s" % job_id, "get", "job", job_id)
-        jobs = body.get("jobs") or []
+        jobs = self._call("GET", "job/%s" % job_id, "get", "job", job_id, parse=_jobs)
         if not jobs:
             raise NotFound("no such job", "get", "job", job_id, MANAGER, self.url)
-        return normalize_job(jobs[0])
+        return jobs[0]
 
-    def list(self, ids=None, update_time=None):
-        """Every job slurmctld remembers (MinJobAge), or None when nothing changed since update_time.
+    def list(self, identities=None, name=None, phases=None, update_time=None):
+        """Every job slurmctld remembers (MinJobAge), narrowed by identity, name and phase; None
+        when nothing changed since update_time.
 
         "Nothing changed" is a 304 in v0.0.38 but a 200 with no jobs and a "No job changes since"
         warning from v0.0.42 on; v0.0.40/41 refuse an epoch (422), so they get the full list.
@@ -678,20 +727,12 @@ class SlurmClient:
             self.warnings = [w for w in self.warnings if not NO_CHANGES.match(w)]
             if params is not None and not body.get("jobs"):
                 return None
-        jobs = [normalize_job(j) for j in body.get("jobs") or []]
-        if ids is not None:
-            wanted = set(int(i) for i in ids)
-            jobs = [j for j in jobs if j["job_id"] in wanted]
-        return jobs
-
-    def find(self, identity):
-        """The newest job carrying this identity tag, or None."""
-        return self.find_many([identity]).get(identity)
+        jobs = decode(_jobs, body, "GET " + self._path("jobs/"), MANAGER, self.url, "list", "jobs")
+        return select(jobs, identities, name, phases)
 
     def find_many(self, identities):
         """{identity: job} for those identities that have a job, from one list request."""
-        wanted = set(identities)
-        return newest_by_identity([j for j in self.list() if j["identity"] in wanted], self.warnings)
+        return newest_by_identity(self.list(identities=identities), self.warnings)
 
     def cancel(self, job_id, signal=None):
         """Signal a job (SIGKILL unless `signal`); cancelling a finished job is a no-op."""
@@ -704,33 +745,86 @@ class SlurmClient:
                                "(and some slurmctld releases hang on that request), so Bridge did not send it" % (
                                    owner, self.user), "cancel", "job", job_id, MANAGER, self.url)
         params = {"signal": signal} if signal else None
-        body = self._call("DELETE", "job/%s" % job_id, "cancel", "job", job_id, params=params)
+        refusals = self._call("DELETE", "job/%s" % job_id, "cancel", "job", job_id, params=params, parse=_refusals)
         # v0.0.42+ report per-job failures inside status[] with HTTP 200.
-        for item in (body or {}).get("status") or []:
-            error = item.get("error") or {}
-            if error.get("code") and error.get("code") != ALREADY_DONE:
-                if error.get("code") == INVALID_JOB_ID:
-                    raise NotFound(error.get("message") or error.get("string") or "no such job",
-                                   "cancel", "job", job_id, MANAGER, self.url)
-                raise Rejected(error.get("message") or error.get("string") or "signal refused",
-                               "cancel", "job", job_id, MANAGER, self.url)
+        for code, message in refusals:
+            if code == INVALID_JOB_ID:
+                raise NotFound(message or "no such job", "cancel", "job", job_id, MANAGER, self.url)
+            raise Rejected(message or "signal refused", "cancel", "job", job_id, MANAGER, self.url)
 
     def partitions(self):
-        body = self._call("GET", "partitions/", "list", "partitions")
-        return [normalize_partition(p) for p in body.get("partitions") or []]
+        return self._call("GET", "partitions/", "list", "partitions",
+                          parse=lambda body: [normalize_partition(p) for p in items(body, "partitions", required=True)])
 
     def nodes(self):
-        body = self._call("GET", "nodes/", "list", "nodes")
-        return [normalize_node(n) for n in body.get("nodes") or []]
+        return self._call("GET", "nodes/", "list", "nodes", parse=lambda body: [normalize_node(n) for n in items(body, "nodes", required=True)])
 
-    def preflight(self, spec):
+    def inventory(self):
+        return {"partitions": self.partitions(), "nodes": self.nodes(), "api_version": self.api_version,
+                "cluster": self.cluster}
+
+    def check(self, spec):
         # Partitions and nodes are read once per client: a batch of jobs is checked against one view.
         if self._topology is None:
             self._topology = (self.partitions(), self.nodes())
         check_fits(spec, *self._topology)
 
-    def close(self):
-        self.transport.close()
+
+def _endpoint(response):
+    try:
+        return "%s %s" % (response.request.method, response.request.url.path)
+    except RuntimeError:  # a response built by hand (unit tests) has no request
+        return "the request"
+
+
+def select(jobs, identities=None, name=None, phases=None):
+    """The jobs carrying one of `identities`, named `name`, in one of `phases` (None: any)."""
+    wanted = None if identities is None else set(identities)
+    return [job for job in jobs
+            if (wanted is None or job["identity"] in wanted)
+            and (name is None or job["name"] == name)
+            and (not phases or job["phase"] in phases)]
+
+
+def _jobs(body):
+    return [normalize_job(job) for job in items(body, "jobs", required=True)]
+
+
+def _pings(body):
+    """The pings of a ping answer; a body without them is not slurmrestd's."""
+    if not isinstance(body, dict) or not isinstance(body.get("pings"), list):
+        raise TypeError("no 'pings' list, so not a slurmrestd ping answer")
+    return items(body, "pings")
+
+
+def _notes(body):
+    """(warnings, errors) of an answer: lists in every version."""
+    notes = []
+    for key in ("warnings", "errors"):
+        value = body.get(key)
+        if value is not None and not isinstance(value, list):
+            raise TypeError("'%s' must be a list, got %s" % (key, type(value).__name__))
+        notes.append(value or [])
+    return tuple(notes)
+
+
+def _submitted_id(body):
+    job_id = body.get("job_id")
+    if job_id is None and isinstance(body.get("result"), dict):
+        job_id = body["result"].get("job_id")
+    if isinstance(job_id, bool) or not isinstance(job_id, (int, str)):
+        raise TypeError("job_id must be a number, got %s" % type(job_id).__name__)
+    return text(job_id)
+
+
+def _refusals(body):
+    """(error code, message) of each signal slurmctld refused, an already finished job excepted."""
+    refusals = []
+    for item in items(body or {}, "status"):
+        error = item.get("error") or {}
+        if error.get("code") and error.get("code") != ALREADY_DONE:
+            refusals.append((error.get("code"), error.get("message") or error.get("string")))
+    return refusals
 
 
 def _error_text(item):

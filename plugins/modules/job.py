@@ -65,20 +65,48 @@ EXAMPLES = r"""
 
 RETURN = r"""
 job_id:
-  description: The backend's job id; null in check mode for a job that would be submitted.
+  description: The backend's job id, a string for every backend; null in check mode for a job that would be submitted.
   returned: always
-  type: int
-  sample: 42
+  type: str
+  sample: "42"
 phase:
   description: Normalized phase, one of C(queued), C(running), C(completed), C(failed), C(cancelled).
   returned: always
   type: str
   sample: completed
 exit_code:
-  description: Exit code of a finished job (a wait status of 768 reads 3); null while running or when killed by a signal.
+  description: Exit code of a finished job; null while it runs or when a signal ended it.
   returned: always
   type: int
   sample: 0
+signal:
+  description: Signal that ended the job, where the backend reports one (Slurm); also under RV(job.signal).
+  returned: always
+  type: int
+  sample: 15
+failure_class:
+  description: >-
+    Why a finished job did not complete, as under RV(job.failure_class): C(timeout), C(out_of_memory),
+    C(node_failure), C(cancelled), C(non_zero_exit), C(rejected) (can never start) or C(preempted);
+    null otherwise.
+  returned: always
+  type: str
+  sample: non_zero_exit
+submit_time:
+  description: RFC 3339 time the backend accepted the job; also under RV(job.submit_time).
+  returned: always
+  type: str
+  sample: "2026-12-01T10:00:00Z"
+start_time:
+  description: RFC 3339 time the job started; null while it waits. Also under RV(job.start_time).
+  returned: always
+  type: str
+  sample: "2026-12-01T10:00:02Z"
+end_time:
+  description: RFC 3339 time a finished job ended; null before. Also under RV(job.end_time).
+  returned: always
+  type: str
+  sample: "2026-12-01T10:05:00Z"
 identity:
   description: The job's identity, given or derived from the spec.
   returned: when state is present
@@ -90,7 +118,7 @@ rendered:
   type: dict
   sample: {"script": "#!/bin/bash\necho hi\n", "job": {"name": "hello", "comment": "bridge:hello-5f2c0a9e1b7d3c44"}}
 api_version:
-  description: REST API version used, where the backend has versions (Slurm).
+  description: The API version of the backend that was used (Slurm's REST version, the Ray Jobs API's).
   returned: always
   type: str
   sample: v0.0.38
@@ -100,13 +128,13 @@ job:
   type: dict
   contains:
     job_id:
-      description: Job id.
-      type: int
+      description: Job id, as a string.
+      type: str
     name:
       description: Job name.
       type: str
     identity:
-      description: Identity from the C(bridge:) comment tag.
+      description: The Bridge identity the job carries (Slurm's C(bridge:) comment tag, Ray's submission id).
       type: str
     phase:
       description: C(queued), C(running), C(completed), C(failed) or C(cancelled).
@@ -115,16 +143,16 @@ job:
       description: Whether the job is finished.
       type: bool
     native_state:
-      description: Slurm's state with its flags, such as C(CANCELLED+COMPLETING).
+      description: The backend's own state, such as Slurm's C(CANCELLED+COMPLETING) or Ray's C(STOPPED).
       type: str
     reason:
-      description: Slurm's state reason, such as C(PartitionTimeLimit).
+      description: Why the job is in its state, in the backend's words (Slurm's C(PartitionTimeLimit), Ray's message).
       type: str
     exit_code:
       description: Exit code of a finished job.
       type: int
     signal:
-      description: Signal that ended the job (15 for a cancel or a time limit).
+      description: Signal that ended the job, where the backend reports one (Slurm's 15 for a cancel or a time limit).
       type: int
     failure_class:
       description: >-
@@ -141,15 +169,15 @@ job:
       description: RFC 3339 end time of a finished job.
       type: str
     partition:
-      description: Partition.
+      description: Partition or queue, where the backend has them.
       type: str
     nodes:
-      description: Node list.
+      description: Where the job runs (Slurm's node list, the Ray driver's node address).
       type: str
     native:
-      description: The job object as slurmrestd returned it.
+      description: The job object as the backend's API returned it.
       type: dict
-  sample: {"job_id": 42, "phase": "completed", "exit_code": 0, "native_state": "COMPLETED"}
+  sample: {"job_id": "42", "phase": "completed", "exit_code": 0, "native_state": "COMPLETED"}
 error:
   description: The typed error when the task failed on a Bridge error.
   returned: on failure
@@ -160,8 +188,8 @@ error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
-    CLIENT_FACTORIES,
-    CONNECTION_OPTIONS,
+    any_backend_options,
+    chosen_backend,
     job_module_args,
     main_for,
     run_job,
@@ -169,9 +197,8 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
 
 
 def main():
-    backend = dict(type="str", required=True, choices=sorted(CLIENT_FACTORIES))
-    module = AnsibleModule(**job_module_args(CONNECTION_OPTIONS, backend=backend))
-    main_for(module, CLIENT_FACTORIES[module.params["backend"]], run_job)
+    module = AnsibleModule(**job_module_args(any_backend_options()))
+    main_for(module, chosen_backend, run_job)
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ jobs:
   description: The jobs found, by identity, normalized.
   returned: always
   type: dict
-  sample: {"sweep-lr-0.1": {"job_id": 41, "phase": "running"}}
+  sample: {"sweep-lr-0.1": {"job_id": "41", "phase": "running"}}
 missing:
   description: Identities without a job on the backend (never submitted, or forgotten).
   returned: always
@@ -90,8 +90,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bridge.hpc.plugins.module_utils._handoff import HANDOFF_OPTIONS, handoff_or_exit
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import read_many
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
-    CLIENT_FACTORIES,
-    CONNECTION_OPTIONS,
+    any_backend_options,
+    chosen_backend,
     exit_with,
     main_for,
     without_native,
@@ -102,23 +102,20 @@ def read_jobs(module, client):
     found, missing = read_many(client, module.params["identities"])
     if not module.params["include_native"]:
         found = dict(zip(found, without_native(list(found.values()))))
-    transport = getattr(client, "transport", None)
-    exit_with(module, client, {"changed": False, "jobs": found, "missing": missing,
-                               "requests": getattr(transport, "requests_sent", 0)})
+    exit_with(module, client, {"changed": False, "jobs": found, "missing": missing, "requests": client.requests_sent})
 
 
 def main():
-    options = dict(CONNECTION_OPTIONS)
+    options = any_backend_options()
     options.update(
-        backend=dict(type="str", required=True, choices=sorted(CLIENT_FACTORIES)),
         identities=dict(type="list", elements="str"),
         include_native=dict(type="bool", default=False),
     )
     options.update(HANDOFF_OPTIONS)
     module = AnsibleModule(argument_spec=options, supports_check_mode=True, required_one_of=[("identities", "handoff_pipe")],
                            mutually_exclusive=[("identities", "handoff_pipe")])
-    handoff_or_exit(module, {"identities": list, "user": str, "token": str}, idle_result={"jobs": {}, "missing": [], "requests": 0})
-    main_for(module, CLIENT_FACTORIES[module.params["backend"]], read_jobs)
+    handoff_or_exit(module, {"identities": list}, idle_result={"jobs": {}, "missing": [], "requests": 0})
+    main_for(module, chosen_backend, read_jobs)
 
 
 if __name__ == "__main__":

@@ -138,7 +138,7 @@ results:
     msg:
       description: Why the item failed.
       type: str
-  sample: [{"identity": "sweep-0", "changed": true, "failed": false, "job": {"job_id": 41, "phase": "queued"}}]
+  sample: [{"identity": "sweep-0", "changed": true, "failed": false, "job": {"job_id": "41", "phase": "queued"}}]
 failed_count:
   description: How many items failed.
   returned: always
@@ -153,8 +153,8 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecErro
 from ansible_collections.bridge.hpc.plugins.module_utils._handoff import HANDOFF_OPTIONS, handoff_or_exit
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_many_absent, ensure_many_present
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
-    CLIENT_FACTORIES,
-    CONNECTION_OPTIONS,
+    any_backend_options,
+    chosen_backend,
     exit_with,
     main_for,
 )
@@ -214,9 +214,8 @@ def run_batch(module, client):
 
 
 def main():
-    options = dict(CONNECTION_OPTIONS)
+    options = any_backend_options()
     options.update(
-        backend=dict(type="str", required=True, choices=sorted(CLIENT_FACTORIES)),
         state=dict(type="str", default="present", choices=["present", "absent"]),
         jobs=dict(type="list", elements="dict"),
         fail_on_item_error=dict(type="bool", default=True),
@@ -227,9 +226,8 @@ def main():
     options.update(HANDOFF_OPTIONS)
     module = AnsibleModule(argument_spec=options, supports_check_mode=True,
                            required_one_of=[("jobs", "handoff_pipe")], mutually_exclusive=[("jobs", "handoff_pipe")])
-    handoff_or_exit(module, {"jobs": list, "user": str, "token": str, "wait_timeout": int},
-                    idle_result={"results": [], "failed_count": 0})
-    main_for(module, CLIENT_FACTORIES[module.params["backend"]], run_batch)
+    handoff_or_exit(module, {"jobs": list, "wait_timeout": int}, idle_result={"results": [], "failed_count": 0})
+    main_for(module, chosen_backend, run_batch)
 
 
 if __name__ == "__main__":

@@ -74,10 +74,10 @@ nodes:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    backend_connection_options,
+    client_of,
     exit_with,
     main_for,
-    ray_client,
-    ray_connection_options,
     without_native,
 )
 
@@ -96,14 +96,14 @@ def read_cluster(module, client):
 
 
 def main():
-    options = ray_connection_options()
+    options = backend_connection_options("ray")
     options.update(
         gather=dict(type="list", elements="str", choices=["version", "resources", "nodes"],
                     default=["version", "resources", "nodes"]),
         include_native=dict(type="bool", default=False),
     )
     module = AnsibleModule(argument_spec=options, supports_check_mode=True)
-    main_for(module, ray_client, read_cluster)
+    main_for(module, client_of("ray"), read_cluster)
 
 
 if __name__ == "__main__":

@@ -94,6 +94,34 @@ exit_code:
   returned: always
   type: int
   sample: 0
+signal:
+  description: Signal that ended the job, where the backend reports one (Slurm); also under RV(job.signal).
+  returned: always
+  type: int
+  sample: 15
+failure_class:
+  description: >-
+    Why a finished job did not complete, as under RV(job.failure_class): C(timeout), C(out_of_memory),
+    C(node_failure), C(cancelled), C(non_zero_exit), C(rejected) (can never start) or C(preempted);
+    null otherwise.
+  returned: always
+  type: str
+  sample: non_zero_exit
+submit_time:
+  description: RFC 3339 time the backend accepted the job; also under RV(job.submit_time).
+  returned: always
+  type: str
+  sample: "2026-12-01T10:00:00Z"
+start_time:
+  description: RFC 3339 time the job started; null while it waits. Also under RV(job.start_time).
+  returned: always
+  type: str
+  sample: "2026-12-01T10:00:02Z"
+end_time:
+  description: RFC 3339 time a finished job ended; null before. Also under RV(job.end_time).
+  returned: always
+  type: str
+  sample: "2026-12-01T10:05:00Z"
 identity:
   description: The job's identity, given or derived from the spec; it is the submission id.
   returned: when state is present
@@ -124,17 +152,17 @@ error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    backend_connection_options,
+    client_of,
     job_module_args,
     main_for,
-    ray_client,
-    ray_connection_options,
     run_job,
 )
 
 
 def main():
-    module = AnsibleModule(**job_module_args(ray_connection_options()))
-    main_for(module, ray_client, run_job)
+    module = AnsibleModule(**job_module_args(backend_connection_options("ray")))
+    main_for(module, client_of("ray"), run_job)
 
 
 if __name__ == "__main__":

@@ -97,11 +97,11 @@ log:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    backend_connection_options,
+    client_of,
     exit_with,
     job_info_module_args,
     main_for,
-    ray_client,
-    ray_connection_options,
     without_native,
 )
 
@@ -115,9 +115,7 @@ def read_jobs(module, client):
         if job and params["logs"]:
             result["log"] = client.logs(job["job_id"], params["logs_tail_lines"] or None)
     else:
-        jobs = [j for j in client.list()
-                if (params["name"] is None or j["name"] == params["name"])
-                and (not params["phases"] or j["phase"] in params["phases"])]
+        jobs = client.list(name=params["name"], phases=params["phases"])
     if not params["include_native"]:
         jobs = without_native(jobs)
     if params["job_id"] is not None or params["identity"] is not None:
@@ -128,8 +126,8 @@ def read_jobs(module, client):
 
 def main():
     module = AnsibleModule(**job_info_module_args(
-        ray_connection_options(), logs=dict(type="bool", default=False), logs_tail_lines=dict(type="int", default=1000)))
-    main_for(module, ray_client, read_jobs)
+        backend_connection_options("ray"), logs=dict(type="bool", default=False), logs_tail_lines=dict(type="int", default=1000)))
+    main_for(module, client_of("ray"), read_jobs)
 
 
 if __name__ == "__main__":

@@ -88,10 +88,10 @@ nodes:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    backend_connection_options,
+    client_of,
     exit_with,
     main_for,
-    slurm_client,
-    slurm_connection_options,
     without_native,
 )
 
@@ -113,14 +113,14 @@ def read_cluster(module, client):
 
 
 def main():
-    options = slurm_connection_options()
+    options = backend_connection_options("slurm")
     options.update(
         gather=dict(type="list", elements="str", choices=["ping", "versions", "partitions", "nodes"],
                     default=["ping", "partitions", "nodes"]),
         include_native=dict(type="bool", default=False),
     )
     module = AnsibleModule(argument_spec=options, supports_check_mode=True)
-    main_for(module, slurm_client, read_cluster)
+    main_for(module, client_of("slurm"), read_cluster)
 
 
 if __name__ == "__main__":

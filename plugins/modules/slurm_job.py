@@ -93,10 +93,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 job_id:
-  description: Slurm job id; null in check mode for a job that would be submitted.
+  description: Slurm job id, as a string; null in check mode for a job that would be submitted.
   returned: always
-  type: int
-  sample: 42
+  type: str
+  sample: "42"
 phase:
   description: Normalized phase, one of C(queued), C(running), C(completed), C(failed), C(cancelled).
   returned: always
@@ -107,6 +107,34 @@ exit_code:
   returned: always
   type: int
   sample: 0
+signal:
+  description: Signal that ended the job, where the backend reports one (Slurm); also under RV(job.signal).
+  returned: always
+  type: int
+  sample: 15
+failure_class:
+  description: >-
+    Why a finished job did not complete, as under RV(job.failure_class): C(timeout), C(out_of_memory),
+    C(node_failure), C(cancelled), C(non_zero_exit), C(rejected) (can never start) or C(preempted);
+    null otherwise.
+  returned: always
+  type: str
+  sample: non_zero_exit
+submit_time:
+  description: RFC 3339 time the backend accepted the job; also under RV(job.submit_time).
+  returned: always
+  type: str
+  sample: "2026-12-01T10:00:00Z"
+start_time:
+  description: RFC 3339 time the job started; null while it waits. Also under RV(job.start_time).
+  returned: always
+  type: str
+  sample: "2026-12-01T10:00:02Z"
+end_time:
+  description: RFC 3339 time a finished job ended; null before. Also under RV(job.end_time).
+  returned: always
+  type: str
+  sample: "2026-12-01T10:05:00Z"
 identity:
   description: The job's identity, given or derived from the spec.
   returned: when state is present
@@ -128,8 +156,8 @@ job:
   type: dict
   contains:
     job_id:
-      description: Job id.
-      type: int
+      description: Job id, as a string.
+      type: str
     name:
       description: Job name.
       type: str
@@ -177,7 +205,7 @@ job:
     native:
       description: The job object as slurmrestd returned it.
       type: dict
-  sample: {"job_id": 42, "phase": "completed", "exit_code": 0, "native_state": "COMPLETED"}
+  sample: {"job_id": "42", "phase": "completed", "exit_code": 0, "native_state": "COMPLETED"}
 error:
   description: The typed error when the task failed on a Bridge error.
   returned: on failure
@@ -188,17 +216,17 @@ error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    backend_connection_options,
+    client_of,
     job_module_args,
     main_for,
     run_job,
-    slurm_client,
-    slurm_connection_options,
 )
 
 
 def main():
-    module = AnsibleModule(**job_module_args(slurm_connection_options()))
-    main_for(module, slurm_client, run_job)
+    module = AnsibleModule(**job_module_args(backend_connection_options("slurm")))
+    main_for(module, client_of("slurm"), run_job)
 
 
 if __name__ == "__main__":

@@ -82,12 +82,12 @@ jobs:
   returned: always
   type: list
   elements: dict
-  sample: [{"job_id": 42, "name": "hello", "phase": "running", "partition": "debug"}]
+  sample: [{"job_id": "42", "name": "hello", "phase": "running", "partition": "debug"}]
 job:
   description: The one job asked for with O(job_id) or O(identity); null when the identity is not found.
   returned: when job_id or identity is given
   type: dict
-  sample: {"job_id": 42, "phase": "completed", "exit_code": 0}
+  sample: {"job_id": "42", "phase": "completed", "exit_code": 0}
 api_version:
   description: Slurm REST API version used.
   returned: always
@@ -98,21 +98,19 @@ api_version:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    backend_connection_options,
+    client_of,
     exit_with,
     job_info_module_args,
     main_for,
-    slurm_client,
-    slurm_connection_options,
     without_native,
 )
 
 
-def select_jobs(jobs, name=None, phases=None, partition=None, job_user=None):
+def select_jobs(jobs, partition=None, job_user=None):
     return [
         job for job in jobs
-        if (name is None or job["name"] == name)
-        and (not phases or job["phase"] in phases)
-        and (partition is None or job["partition"] == partition)
+        if (partition is None or job["partition"] == partition)
         and (job_user is None or job["user"] == job_user)
     ]
 
@@ -128,7 +126,7 @@ def read_jobs(module, client):
         jobs = [job] if job else []
         result["job"] = job
     else:
-        jobs = select_jobs(client.list(), params["name"], params["phases"], params["partition"], params["job_user"])
+        jobs = select_jobs(client.list(name=params["name"], phases=params["phases"]), params["partition"], params["job_user"])
     if not params["include_native"]:
         jobs = without_native(jobs)
         if result.get("job"):
@@ -140,8 +138,8 @@ def read_jobs(module, client):
 
 def main():
     module = AnsibleModule(**job_info_module_args(
-        slurm_connection_options(), partition=dict(type="str"), job_user=dict(type="str")))
-    main_for(module, slurm_client, read_jobs)
+        backend_connection_options("slurm"), partition=dict(type="str"), job_user=dict(type="str")))
+    main_for(module, client_of("slurm"), read_jobs)
 
 
 if __name__ == "__main__":

@@ -89,6 +89,10 @@ class InventorySource(object):
                 client.close()
         return data
 
+    def _connection_option(self, source):
+        """get(name) of a connection option for Backend.from_options: the source's values first."""
+        return lambda name: source[name] if name in source else self._option(name)
+
     def _option(self, name):
         value = self.get_option(name)
         if isinstance(value, str) and self.templar.is_template(value):

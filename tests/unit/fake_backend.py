@@ -4,11 +4,16 @@ Integration tests use real Slurm; this only pins the lifecycle rules (find befor
 writes in check mode, changed from before/after).
 """
 
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import TERMINAL_PHASES, Backend
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import NotFound
 
 
-class FakeBackend:
-    manager = "Fake"
+class FakeBackend(Backend):
+    NAME = "fake"
+    TITLE = "Fake"
+    CONNECTION = dict(token=dict(type="str"))
+    CREDENTIALS = ("token",)
+    SECRETS = ("token",)
 
     def __init__(self, progression=("queued", "running", "completed"), final=None):
         self.jobs = {}
@@ -18,30 +23,49 @@ class FakeBackend:
         self.progression = list(progression)
         self.final = final or {}
         self.warnings = []
-        self._api_version = None
         self.polls = {}
+        self.lookups = 0
 
     def render(self, spec):
         return {"rendered": spec["identity"]}
 
-    def find(self, identity):
+    @classmethod
+    def from_options(cls, get):
+        return cls()
+
+    @property
+    def requests_sent(self):
+        return self.lookups
+
+    def describe(self):
+        return {"manager": self.TITLE, "url": "fake://", "version": "1", "api_version": None}
+
+    def _newest(self, identity):
         matches = [j for j in self.jobs.values() if j["identity"] == identity]
         return dict(matches[-1]) if matches else None
 
     def find_many(self, identities):
-        self.lookups = getattr(self, "lookups", 0) + 1
+        self.lookups += 1
         found = {}
         for identity in identities:
-            job = self.find(identity)
+            job = self._newest(identity)
             if job is not None:
                 found[identity] = self.get(job["job_id"]) if not job["terminal"] else job
         return found
 
-    def preflight(self, spec):
+    def list(self, identities=None, name=None, phases=None):
+        return [dict(job) for job in self.jobs.values()
+                if (identities is None or job["identity"] in identities)
+                and (name is None or job["name"] == name) and (not phases or job["phase"] in phases)]
+
+    def check(self, spec):
         self.preflights += 1
 
+    def inventory(self):
+        return {"nodes": [{"name": "fake-node", "native": {}}]}
+
     def submit(self, spec):
-        job_id = 100 + len(self.submits)
+        job_id = str(100 + len(self.submits))
         self.submits.append(spec)
         self.jobs[job_id] = self._job(job_id, spec["identity"], self.progression[0])
         self.polls[job_id] = 0
@@ -49,14 +73,15 @@ class FakeBackend:
 
     def _job(self, job_id, identity, phase, **extra):
         job = {"job_id": job_id, "identity": identity, "name": identity, "phase": phase,
-               "terminal": phase in ("completed", "failed", "cancelled"), "native_state": phase.upper(),
+               "terminal": phase in TERMINAL_PHASES, "native_state": phase.upper(),
                "reason": None, "exit_code": 0 if phase == "completed" else None, "signal": None,
-               "failure_class": None, "partition": "debug"}
+               "failure_class": None, "submit_time": "2026-12-01T00:00:%02dZ" % (int(job_id) % 60),
+               "start_time": None, "end_time": None, "partition": "debug", "native": {"id": job_id}}
         job.update(extra)
         return job
 
     def get(self, job_id):
-        job_id = int(job_id)
+        job_id = str(job_id)
         if job_id not in self.jobs:
             raise NotFound("no such job", "get", "job", job_id, "Fake", "fake://")
         job = self.jobs[job_id]
@@ -72,8 +97,8 @@ class FakeBackend:
 
     def cancel(self, job_id):
         self.cancels.append(job_id)
-        job = self.jobs[int(job_id)]
-        self.jobs[int(job_id)] = self._job(job["job_id"], job["identity"], "cancelled", failure_class="cancelled")
+        job = self.jobs[str(job_id)]
+        self.jobs[str(job_id)] = self._job(job["job_id"], job["identity"], "cancelled", failure_class="cancelled")
 
     def close(self):
         pass

@@ -80,7 +80,7 @@ RESOURCES = {"CPU": pair(9.5, 34.0), "GPU": pair(2.0, 4.0), "memory": pair(4.0 *
              "accelerator_type:A100": pair(0.0, 1.0), "node:10.0.0.1": pair(0.0, 1.0)}
 
 
-class FakeClient:
+class FakeClient(RayClient):
     """Stands in for RayClient: records every construction, answers with normalized dicts."""
 
     instances = []
@@ -361,12 +361,13 @@ def test_connection_options_and_env_fallbacks(tmp_path, monkeypatch, fake_client
 
 def real_client_answering(handler):
     """RayClient itself, its HTTP answered by handler: shows what the plugin makes of real answers."""
-    def build(url, token=None, validate_certs=True, ca_path=None, timeout=30.0, retries=3):
-        headers = {"Authorization": "Bearer %s" % token} if token else {}
-        http = httpx.Client(base_url=url, headers=headers, transport=httpx.MockTransport(handler))
-        transport = Transport(url, "Ray", secrets=[token], http_client=http, retries=retries, sleep=lambda s: None)
-        return RayClient(url, token=token, transport=transport)
-    return build
+    class Answered(RayClient):
+        def __init__(self, url, token=None, validate_certs=True, ca_path=None, timeout=30.0, retries=3):
+            headers = {"Authorization": "Bearer %s" % token} if token else {}
+            http = httpx.Client(base_url=url, headers=headers, transport=httpx.MockTransport(handler))
+            transport = Transport(url, "Ray", secrets=[token], http_client=http, retries=retries, sleep=lambda s: None)
+            super(Answered, self).__init__(url, token=token, transport=transport)
+    return Answered
 
 
 def test_auth_failure_is_a_parser_error_without_the_token(tmp_path, monkeypatch):

@@ -71,8 +71,8 @@ NODES = [normalize_node(n) for n in (
 )]
 
 
-class FakeClient:
-    """Stands in for SlurmClient: records every construction, answers with normalized dicts."""
+class FakeClient(SlurmClient):
+    """Stands in for SlurmClient's reads: records every construction, answers with normalized dicts."""
 
     instances = []
     partitions_payload = PARTITIONS
@@ -84,7 +84,8 @@ class FakeClient:
         self.url = url
         self.user = user
         self.token = token
-        self.api_version = api_version or "v0.0.38"
+        self._api_version = api_version or "v0.0.38"
+        self.cluster = None
         self.warnings = list(self.warnings_payload)
         self.closed = False
         FakeClient.instances.append(self)
@@ -395,12 +396,14 @@ def test_connection_options_and_env_fallbacks(tmp_path, monkeypatch, fake_client
 
 def real_client_answering(handler):
     """SlurmClient itself, its HTTP answered by handler: shows what the plugin makes of real errors."""
-    def build(url, user=None, token=None, api_version=None, validate_certs=True, ca_path=None, timeout=30.0, retries=3):
-        headers = {"X-SLURM-USER-TOKEN": token, "X-SLURM-USER-NAME": user}
-        http = httpx.Client(base_url=url, headers=headers, transport=httpx.MockTransport(handler))
-        transport = Transport(url, "Slurm", secrets=[token], http_client=http, retries=retries, sleep=lambda s: None)
-        return SlurmClient(url, user=user, token=token, api_version=api_version, transport=transport)
-    return build
+    class Answered(SlurmClient):
+        def __init__(self, url, user=None, token=None, api_version=None, validate_certs=True, ca_path=None, timeout=30.0,
+                     retries=3):
+            headers = {"X-SLURM-USER-TOKEN": token, "X-SLURM-USER-NAME": user}
+            http = httpx.Client(base_url=url, headers=headers, transport=httpx.MockTransport(handler))
+            transport = Transport(url, "Slurm", secrets=[token], http_client=http, retries=retries, sleep=lambda s: None)
+            super(Answered, self).__init__(url, user=user, token=token, api_version=api_version, transport=transport)
+    return Answered
 
 
 def test_auth_failure_is_a_parser_error_without_the_token(tmp_path, monkeypatch):

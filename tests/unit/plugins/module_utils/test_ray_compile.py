@@ -116,7 +116,7 @@ def test_phases_follow_the_slurm_normalization(native, phase, failure_class):
 
 
 def test_long_failure_messages_keep_their_first_line():
-    job = normalize_job({"status": "FAILED", "message": "Job entrypoint command failed with exit code 1, logs:\nline\nline"})
+    job = normalize_job({"submission_id": "s", "status": "FAILED", "message": "Job entrypoint command failed with exit code 1, logs:\nline\nline"})
     assert job["reason"] == "Job entrypoint command failed with exit code 1, logs:"
 
 

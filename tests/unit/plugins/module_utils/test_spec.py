@@ -1,7 +1,12 @@
+"""The backend-neutral spec: parsing, validation, identity."""
+
+import re
+
 import pytest
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import (
+    IDENTITY_PATTERN,
     derive_identity,
     format_minutes,
     normalize_spec,
@@ -63,7 +68,8 @@ def test_explicit_identity_wins_and_name_defaults_from_it():
 
 def test_identity_of_odd_names_is_still_a_valid_identity():
     spec = normalize_spec({"script": SCRIPT, "name": "über/job"})
-    assert derive_identity(spec).startswith("ber-job-") or spec["identity"][0].isalnum()
+    assert re.match(r"^ber-job-[0-9a-f]{16}$", spec["identity"]) and derive_identity(spec) == spec["identity"]
+    assert IDENTITY_PATTERN.match(spec["identity"])
 
 
 @pytest.mark.parametrize("params, field", [

@@ -4,8 +4,8 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.bridge.hpc.plugins.module_utils import _module
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
 from ansible_collections.bridge.hpc.plugins.modules import job, slurm_cluster_info, slurm_job, slurm_job_info
 
 from fake_backend import FakeBackend
@@ -39,9 +39,7 @@ def capture(monkeypatch):
 @pytest.fixture
 def backend(monkeypatch):
     fake = FakeBackend()
-    monkeypatch.setattr(slurm_job, "slurm_client", lambda params: fake)
-    monkeypatch.setattr(_module, "CLIENT_FACTORIES", {"slurm": lambda params: fake})
-    monkeypatch.setattr(job, "CLIENT_FACTORIES", {"slurm": lambda params: fake})
+    monkeypatch.setattr(SlurmClient, "from_options", classmethod(lambda cls, get: fake))
     return fake
 
 
@@ -96,10 +94,10 @@ def test_script_file_reaching_the_module_means_the_action_plugin_was_bypassed(ba
 
 
 def test_bridge_errors_become_one_typed_failure_without_the_token(monkeypatch):
-    def refuse(params):
-        raise AuthFailed("authentication failed", "discover", "REST API", None, "Slurm", params["url"], 401)
+    def refuse(cls, get):
+        raise AuthFailed("authentication failed", "discover", "REST API", None, "Slurm", get("url"), 401)
 
-    monkeypatch.setattr(slurm_job_info, "slurm_client", refuse)
+    monkeypatch.setattr(SlurmClient, "from_options", classmethod(refuse))
     outcome = run(slurm_job_info, dict(CONNECTION, job_id="1"))
     assert isinstance(outcome, Fail)
     assert outcome.result["error"]["type"] == "AuthFailed"
@@ -111,16 +109,14 @@ def test_backend_neutral_module_uses_the_same_lifecycle(backend):
     assert outcome.result["phase"] == "completed" and outcome.result["changed"] is True
 
 
-def test_job_info_filters(monkeypatch):
-    fake = FakeBackend()
-    jobs = [dict(job_id=1, name="a", phase="running", partition="debug", user="alice", native={}),
-            dict(job_id=2, name="b", phase="completed", partition="batch", user="bob", native={})]
-    fake.list = lambda: jobs
-    fake.api_version = "v0.0.38"
-    monkeypatch.setattr(slurm_job_info, "slurm_client", lambda params: fake)
+def test_job_info_filters(backend):
+    for job_id, phase in (("1", "running"), ("2", "completed")):
+        backend.jobs[job_id] = backend._job(job_id, "identity-%s" % job_id, phase, user="alice")
     outcome = run(slurm_job_info, dict(CONNECTION, phases=["running"]))
-    assert [j["job_id"] for j in outcome.result["jobs"]] == [1]
+    assert [j["job_id"] for j in outcome.result["jobs"]] == ["1"]
     assert "native" not in outcome.result["jobs"][0]
+    outcome = run(slurm_job_info, dict(CONNECTION, job_user="bob"))
+    assert outcome.result["jobs"] == []
 
 
 def test_cluster_info_reads_what_gather_names(monkeypatch):
@@ -139,7 +135,7 @@ def test_cluster_info_reads_what_gather_names(monkeypatch):
         def nodes(self):
             raise AssertionError("nodes were not asked for")
 
-    monkeypatch.setattr(slurm_cluster_info, "slurm_client", lambda params: Cluster())
+    monkeypatch.setattr(SlurmClient, "from_options", classmethod(lambda cls, get: Cluster()))
     outcome = run(slurm_cluster_info, dict(CONNECTION, gather=["versions", "partitions"]))
     assert outcome.result["api_versions"] == ["v0.0.42", "v0.0.41"]
     assert outcome.result["partitions"] == [{"name": "debug"}]

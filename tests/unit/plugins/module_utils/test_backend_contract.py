@@ -1,0 +1,120 @@
+"""Every registered backend, and the unit tests' fake, keeps the contract of _backend.py.
+
+Same declarations, same verbs, and the same normalized job shape from answers recorded from the
+real services. A new backend fails here until it declares itself and gives its recorded samples.
+"""
+
+import glob
+import os
+import re
+
+import pytest
+
+from ansible_collections.bridge.hpc.plugins.module_utils import _backend
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
+    CAPABILITY_DOCS,
+    FAILURE_CLASSES,
+    JOB_KEYS,
+    PHASES,
+    Backend,
+    newest_by_identity,
+)
+from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
+from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
+from ansible_collections.bridge.hpc.plugins.module_utils import ray, slurm
+
+from fake_backend import FakeBackend
+from recorded import FIXTURES, recorded
+
+VERBS = ("describe", "render", "check", "submit", "find_many", "get", "list", "cancel", "inventory")
+RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+
+def recorded_jobs(manager, version, normalize, key=None):
+    """Every job a recorded answer of `manager` holds, normalized."""
+    jobs = []
+    for path in sorted(glob.glob(os.path.join(FIXTURES, manager, version, "job*.json"))):
+        fixture = recorded(manager, version, os.path.basename(path)[:-5])
+        if fixture["status"] != 200:
+            continue
+        body = fixture["body"]
+        natives = body.get(key) or [] if key else (body if isinstance(body, list) else [body])
+        jobs.extend(normalize(native) for native in natives)
+    return jobs
+
+
+def fake_jobs():
+    backend = FakeBackend(progression=("queued", "running", "failed"), final={"failure_class": "non_zero_exit"})
+    job_id = backend.submit(normalize_spec({"script": "#!/bin/bash\ntrue\n", "identity": "contract"}))
+    return [backend.get(job_id) for _poll in range(3)]
+
+
+# Jobs of each backend as its normalizer makes them from real answers. A new backend adds its own.
+SAMPLES = {
+    "slurm": lambda: [job for version in ("v0.0.38", "v0.0.40", "v0.0.42", "v0.0.45")
+                      for job in recorded_jobs("slurm", version, slurm.normalize_job, key="jobs")],
+    "ray": lambda: recorded_jobs("ray", "2.60.0", ray.normalize_job),
+    "fake": fake_jobs,
+}
+EVERY_BACKEND = sorted(BACKENDS.items()) + [("fake", FakeBackend)]
+
+
+@pytest.mark.parametrize("name, backend", EVERY_BACKEND)
+def test_declarations(name, backend):
+    assert backend.NAME == name and backend.TITLE
+    options = backend.connection_options()
+    assert set(backend.CREDENTIALS) <= set(options), "credentials must be connection options"
+    assert set(backend.SECRETS) <= set(backend.CREDENTIALS)
+    assert all(options[secret].get("no_log") for secret in backend.SECRETS)
+    assert set(backend.ENV) <= set(options)
+    assert set(backend.CAPABILITIES) <= set(CAPABILITY_DOCS), "document a new capability in CAPABILITY_DOCS"
+
+
+@pytest.mark.parametrize("name, backend", EVERY_BACKEND)
+def test_every_verb_is_implemented(name, backend):
+    for verb in VERBS + ("from_options",):
+        assert getattr(backend, verb) is not getattr(Backend, verb), "%s does not implement %s" % (name, verb)
+    assert (backend.logs is not Backend.logs) == ("logs" in backend.CAPABILITIES)
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS) + ["fake"])
+def test_normalized_jobs_have_one_shape(name):
+    assert name in SAMPLES, "add recorded jobs of backend %s to SAMPLES" % name
+    jobs = SAMPLES[name]()
+    assert jobs
+    for job in jobs:
+        assert set(JOB_KEYS) <= set(job), "%s lacks %s" % (name, set(JOB_KEYS) - set(job))
+        assert isinstance(job["job_id"], str) and job["job_id"]
+        assert job["phase"] in PHASES
+        assert job["terminal"] is (job["phase"] in _backend.TERMINAL_PHASES)
+        assert job["failure_class"] is None or job["failure_class"] in FAILURE_CLASSES
+        assert job["phase"] != "completed" or job["failure_class"] is None
+        assert job["exit_code"] is None or isinstance(job["exit_code"], int)
+        for key in ("submit_time", "start_time", "end_time"):
+            assert job[key] is None or RFC3339.match(job[key]), (key, job[key])
+        assert job["end_time"] is None or job["terminal"]
+        assert isinstance(job["native"], dict)
+
+
+@pytest.mark.parametrize("name, backend", EVERY_BACKEND)
+def test_the_url_is_checked_before_any_request(name, backend):
+    if backend is FakeBackend:
+        pytest.skip("the fake has no URL")
+    with pytest.raises(Exception, match="^url: .*required"):
+        backend.from_options(lambda option: None)
+    with pytest.raises(Exception, match="^url: 'slurm.example.org' is not an http"):
+        backend.from_options(lambda option: "slurm.example.org" if option == "url" else None)
+
+
+def test_newest_is_chosen_by_submit_time_not_by_id():
+    older = {"job_id": "b-job", "identity": "x", "submit_time": "2026-12-01T10:00:00Z"}
+    newer = {"job_id": "a-job", "identity": "x", "submit_time": "2026-12-01T10:00:05Z"}
+    warnings = []
+    assert newest_by_identity([newer, older], warnings)["x"] is newer
+    assert newest_by_identity([older, newer])["x"] is newer
+    assert "several jobs carry identity 'x'" in warnings[0]
+
+
+def test_without_submit_times_ids_decide_by_number_not_by_text():
+    nine, ten = {"job_id": "9", "identity": "x"}, {"job_id": "10", "identity": "x"}
+    assert newest_by_identity([ten, nine])["x"] is ten
