@@ -1,0 +1,95 @@
+"""The controller's view of the backends agrees with the collection's registry (_registry.BACKENDS).
+
+The controller does not import the collection at run time, and the CRD and docs/bridgejob.md are
+text: each keeps its own copy of the backend names and credential keys, and these tests fail when
+one of them disagrees with the registry.
+"""
+
+import os
+import re
+
+import pytest
+import yaml
+
+from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
+from bridge_controller import backends
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def needs_url(backend):
+    """A backend reached through a URL names it (URL_NAME); an in-cluster one would set None."""
+    return backend.URL_NAME is not None
+
+
+def backend_schema():
+    with open(os.path.join(REPO, "deploy", "crd.yaml")) as handle:
+        crd = yaml.safe_load(handle)
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema["properties"]["spec"]["properties"]["backend"]
+
+
+def rule_about(field):
+    rules = [rule for rule in backend_schema()["x-kubernetes-validations"] if rule.get("fieldPath") == "." + field]
+    assert len(rules) == 1, "one rule about backend.%s, not %d" % (field, len(rules))
+    return rules[0]
+
+
+def named_backends(rule):
+    return set(re.findall(r"'(\w+)'", rule["rule"]))
+
+
+def test_the_controllers_credential_keys_are_the_registrys():
+    assert backends.CREDENTIALS == dict((name, tuple(backend.CREDENTIALS)) for name, backend in BACKENDS.items())
+
+
+def test_the_crds_backend_types_are_the_registry():
+    assert sorted(backend_schema()["properties"]["type"]["enum"]) == sorted(BACKENDS)
+
+
+def test_the_crd_requires_a_url_exactly_for_the_backends_that_have_one():
+    assert "url" not in backend_schema()["required"], "a backend without a URL must be expressible"
+    rule = rule_about("url")
+    expected = "!(self.type in [%s]) || has(self.url)" % ", ".join(
+        "'%s'" % name for name in sorted(BACKENDS) if needs_url(BACKENDS[name]))
+    assert rule["rule"] == expected
+    assert rule["reason"] == "FieldValueRequired"
+
+
+def test_the_crds_per_backend_rules_name_registered_backends_with_what_they_declare():
+    for rule in backend_schema()["x-kubernetes-validations"]:
+        assert named_backends(rule) <= set(BACKENDS), rule["rule"]
+    # apiVersion is the version of the manager's API, for backends that speak several.
+    assert named_backends(rule_about("apiVersion")) == set(
+        name for name, backend in BACKENDS.items() if "api_versions" in backend.CAPABILITIES)
+    # A backend that must have a Secret must have keys to put in it.
+    assert all(BACKENDS[name].CREDENTIALS for name in named_backends(rule_about("credentialsSecretRef")))
+
+
+def bridgejob_md_backends():
+    """{type: (url column, credential keys)} of the Backends table of docs/bridgejob.md."""
+    with open(os.path.join(REPO, "docs", "bridgejob.md")) as handle:
+        section = handle.read().split("\n## Backends\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and re.fullmatch(r"`\w+`", cells[0]):
+            rows[cells[0].strip("`")] = (cells[1], tuple(re.findall(r"`(\w+)`", cells[2])))
+    return rows
+
+
+def test_docs_bridgejob_md_lists_every_backend_with_its_url_and_credential_keys():
+    documented = bridgejob_md_backends()
+    assert sorted(documented) == sorted(BACKENDS)
+    for name, (url, keys) in documented.items():
+        assert keys == tuple(BACKENDS[name].CREDENTIALS), name
+        assert url.endswith(", required") == needs_url(BACKENDS[name]), name
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS))
+def test_the_handoff_carries_exactly_the_backends_credential_keys(name):
+    from bridge_controller.handoff import handoff_document
+
+    secret = {"user": "u", "token": "t", "password": "p", "ca.crt": "c", "api_key": "k"}
+    document = handoff_document("poll", name, secret, identities=())
+    assert sorted(set(document) - {"identities"}) == sorted(set(BACKENDS[name].CREDENTIALS) & set(secret))
