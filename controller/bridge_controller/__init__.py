@@ -1,3 +1,3 @@
-"""The BridgeJob controller: watch -> queue -> reconcile -> runner -> status writer."""
+"""The BridgeJob controller: watch -> queue -> plan -> batches -> resolver -> runner -> results -> writer."""
 
 __version__ = "0.1.0"

@@ -74,7 +74,10 @@ def metrics_text(executor, queue, watcher):
     lines = []
     for name, value in sorted(executor.stats.items()):
         lines.append("bridge_%s %s" % (name, value))
-    lines.append("bridge_queue_depth %d" % len(queue))
+    depth = queue.depth()
+    # Waiting keys are CRs whose retry (a backoff after a failure) or ConfigMap is not due yet.
+    lines.extend(["bridge_queue_depth %d" % depth.ready, "bridge_queue_waiting %d" % depth.waiting,
+                  "bridge_queue_processing %d" % depth.processing])
     phases = {}
     for obj in filter(None, map(watcher.get, watcher.keys())):
         phase = (obj.get("status") or {}).get("phase") or "Pending"

@@ -75,12 +75,7 @@ def remove_orphans(handoff_dir):
         mine = set(descendants(os.getpid()))
         pids = [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and int(entry) not in mine]
         for name in stale:
-            for pid in with_environment(pids, "BRIDGE_HANDOFF=%s/" % os.path.join(handoff_dir, name)):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed += 1
-                except OSError:
-                    pass
+            killed += sigkill(with_environment(pids, "BRIDGE_HANDOFF=%s/" % os.path.join(handoff_dir, name)))
     for name in stale:
         # Pipes never hold data, only a path for a reader.
         shutil.rmtree(os.path.join(handoff_dir, name), ignore_errors=True)
@@ -104,10 +99,17 @@ def kill_descendants(pid=None, marker=None, rounds=5):
             victims = with_environment(victims, marker)
         if not victims:
             break
-        for victim in victims:
-            try:
-                os.kill(victim, signal.SIGKILL)
-                killed += 1
-            except OSError:
-                pass
+        killed += sigkill(victims)
+    return killed
+
+
+def sigkill(pids):
+    """SIGKILL each of `pids`; returns how many were still there to kill."""
+    killed = 0
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except OSError:
+            pass  # it ended meanwhile
     return killed

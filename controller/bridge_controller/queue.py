@@ -49,10 +49,6 @@ class ExponentialBackoff:
         delay = min(self.cap, self.base * 2.0 ** min(failures, 64))
         return delay * (1.0 - self.jitter * self._rng.random())
 
-    def retries(self, key: Hashable) -> int:
-        """Failures counted for `key` since it was last forgotten."""
-        return self._failures.get(key, 0)
-
     def forget(self, key: Hashable) -> None:
         """Reset `key`'s backoff (it succeeded, or it is gone)."""
         self._failures.pop(key, None)
@@ -107,11 +103,6 @@ class WorkQueue:
         with self._cond:
             self.rate_limiter.forget(key)
 
-    def retries(self, key: Hashable) -> int:
-        """Failures counted for `key` by the rate limiter."""
-        with self._cond:
-            return self.rate_limiter.retries(key)
-
     def get(self, timeout: Optional[float] = None) -> Optional[Hashable]:
         """Block until a key is ready and a worker slot is free; return the key, now being processed.
 
@@ -162,21 +153,10 @@ class WorkQueue:
                 return not self._processing
             return self._cond.wait_for(lambda: not self._processing, timeout)
 
-    @property
-    def shutting_down(self) -> bool:
-        """True once `shutdown` was called."""
-        with self._cond:
-            return self._shutting_down
-
     def depth(self) -> Depth:
         """Keys ready, delayed and being processed, for the queue-depth gauges."""
         with self._cond:
             return Depth(len(self._ready), len(self._due), len(self._processing))
-
-    def __len__(self) -> int:
-        """Keys ready to be handed out (client-go's Len)."""
-        with self._cond:
-            return len(self._ready)
 
     def _add_locked(self, key: Hashable) -> None:
         if self._shutting_down or key in self._dirty:

@@ -30,13 +30,10 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from bridge_controller.kube import GROUP, PLURAL, VERSION
 from bridge_controller.spec import key_of as object_key
 
 LOG = logging.getLogger(__name__)
-
-GROUP = "bridge.dev"
-VERSION = "v1alpha1"
-PLURAL = "bridgejobs"
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"

@@ -31,6 +31,10 @@ class FakeKube:
             obj = self.objects.get(key)
             return copy.deepcopy(obj) if obj is not None else None
 
+    def keys(self):
+        with self._lock:
+            return list(self.objects)
+
     def _key(self, obj):
         return "%s/%s" % (obj["metadata"]["namespace"], obj["metadata"]["name"])
 

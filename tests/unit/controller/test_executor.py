@@ -18,6 +18,7 @@ class RecordingQueue:
     def __init__(self):
         self.keys = []
         self.later = []
+        self.forgotten = []
         self.rate_limiter = ExponentialBackoff(base=RETRY_BASE, cap=RETRY_CAP, jitter=0)
 
     def add(self, key):
@@ -31,6 +32,7 @@ class RecordingQueue:
         self.later.append((key, self.rate_limiter.when(key)))
 
     def forget(self, key):
+        self.forgotten.append(key)
         self.rate_limiter.forget(key)
 
 
@@ -185,7 +187,7 @@ def test_a_submit_the_module_fails_as_a_whole_reports_its_error_and_retries_late
     assert reachable["status"] == "False" and reachable["reason"] == "ConnectionFailed"
     assert "certificate verify failed" in reachable["message"]
     assert status["phase"] == "Pending" and not status.get("jobId") and not backend.jobs
-    assert ("ns/a", RETRY_BASE) in queue.later and "ns/a" not in queue.keys
+    assert ("ns/a", RETRY_BASE) in queue.later, "retried after its backoff, not at once"
 
 
 def test_a_spec_the_backend_refuses_fails_with_the_reason():
@@ -318,7 +320,7 @@ def test_events_are_written_off_the_status_path_and_a_failed_one_costs_only_itse
     settle(executor, queue)
     executor.writer.event_writers.shutdown(wait=True)
     assert kube.objects["ns/a"]["status"]["jobId"]
-    assert executor.stats["events_failed"] >= 1
+    assert executor.stats["events_failed"] == 1 and executor.stats["status_patches"] == 1
 
 
 # ------------------------------------------------------------------ retries by failure class
@@ -353,7 +355,8 @@ def test_a_temporary_failure_is_retried_with_a_growing_backoff_which_success_for
     assert delays[len(first)] == RETRY_BASE * 2 ** len(first)
     runner.run = answer
     retry_after_failure(executor, queue)
-    assert kube.objects["ns/a"]["status"]["jobId"] and queue.rate_limiter.retries("ns/a") == 0
+    assert kube.objects["ns/a"]["status"]["jobId"] and "ns/a" in queue.forgotten
+    assert queue.rate_limiter.when("ns/a") == RETRY_BASE, "the next failure starts over"
     assert conditions(kube.objects["ns/a"])["BackendReachable"]["status"] == "True"
 
 
@@ -364,7 +367,7 @@ def test_a_temporary_item_error_is_retried_with_backoff_and_the_job_is_not_faile
     settle(executor, queue)
     status = kube.objects["ns/a"]["status"]
     assert status["phase"] == "Pending" and conditions(kube.objects["ns/a"])["BackendReachable"]["status"] == "False"
-    assert ("ns/a", RETRY_BASE) in queue.later and queue.rate_limiter.retries("ns/a") >= 1
+    assert ("ns/a", RETRY_BASE) in queue.later and "ns/a" not in queue.forgotten
 
 
 @pytest.mark.parametrize("run", [failing_module("AuthFailed", False), failing_item("auth", "AuthFailed", False)],
@@ -381,7 +384,7 @@ def test_a_permanent_backend_error_is_reported_and_retried_only_at_the_cap(run):
     assert reachable["status"] == "False" and reachable["reason"] == "AuthFailed"
     assert obj["status"]["phase"] == "Pending", "the CR is not failed: its job was never judged"
     assert {delay for key, delay in queue.later if key == "ns/a"} == {RETRY_CAP}
-    assert queue.rate_limiter.retries("ns/a") == 0
+    assert "ns/a" not in queue.forgotten and queue.rate_limiter.when("ns/a") == RETRY_BASE, "no backoff grew"
 
 
 @pytest.mark.parametrize("kind, type_", [("unsupported", "Unsupported"), ("not_found", "NotFound"),
@@ -399,3 +402,19 @@ def test_a_permanent_item_error_about_the_job_fails_the_cr_and_stops(kind, type_
     queue.keys.append("ns/a")
     settle(executor, queue)
     assert executor.stats["runner_calls_submit"] == 1, "a Failed CR is final"
+
+
+def test_metrics_count_phases_from_the_watchers_cache_and_the_retries_waiting():
+    from bridge_controller.main import metrics_text
+    from bridge_controller.queue import WorkQueue
+
+    kube, backend, runner, queue, executor = setup()
+    for name in ("a", "b"):
+        kube.create(bridgejob(name))
+    settle(executor, queue)
+    work = WorkQueue(clock=lambda: 0.0)
+    work.add("ns/a")
+    work.add_rate_limited("ns/b")
+    lines = metrics_text(executor, work, kube).splitlines()
+    assert 'bridge_tracked_jobs{phase="Queued"} 2' in lines and "bridge_runner_calls_submit 1" in lines
+    assert {"bridge_queue_depth 1", "bridge_queue_waiting 1", "bridge_queue_processing 0"} <= set(lines)

@@ -50,7 +50,7 @@ def test_duplicates_while_queued_collapse_into_one():
     queue = WorkQueue(max_workers=2, clock=FakeClock())
     for key in ("ns/a", "ns/b", "ns/a", "ns/a", "ns/b"):
         queue.add(key)
-    assert len(queue) == 2
+    assert queue.depth().ready == 2
     assert drain_ready(queue) == ["ns/a", "ns/b"]
     assert queue.depth() == Depth(0, 0, 0)
 
@@ -62,7 +62,7 @@ def test_key_added_while_processing_is_requeued_on_done():
     queue.add("ns/a")
     queue.add("ns/a")
     # Not handed to a second worker while the first still holds it.
-    assert len(queue) == 0
+    assert queue.depth().ready == 0
     assert queue.get(timeout=0) is None
     assert queue.depth() == Depth(0, 0, 1)
     queue.done("ns/a")
@@ -220,10 +220,8 @@ def test_backoff_doubles_up_to_the_cap_and_forget_resets_it():
     assert delays[:6] == [0.5, 1, 2, 4, 8, 16]
     assert delays[-1] == 300
     assert max(delays) == 300
-    assert backoff.retries("ns/a") == 12
     assert backoff.when("ns/b") == 0.5  # per key
     backoff.forget("ns/a")
-    assert backoff.retries("ns/a") == 0
     assert backoff.when("ns/a") == 0.5
 
 
@@ -239,7 +237,6 @@ def test_add_rate_limited_delays_by_the_backoff():
     clock = FakeClock()
     queue = WorkQueue(clock=clock, rate_limiter=ExponentialBackoff(jitter=0))
     queue.add_rate_limited("ns/a")
-    assert queue.retries("ns/a") == 1
     clock.advance(0.49)
     assert drain_ready(queue) == []
     clock.advance(0.02)
@@ -250,15 +247,31 @@ def test_add_rate_limited_delays_by_the_backoff():
     clock.advance(0.02)
     assert drain_ready(queue) == ["ns/a"]
     queue.forget("ns/a")
-    assert queue.retries("ns/a") == 0
     queue.add_rate_limited("ns/a")
     clock.advance(0.51)
     assert drain_ready(queue) == ["ns/a"]
 
 
+class CountingBackoff(ExponentialBackoff):
+    """Counts each key's failures, as the queue reports them, and the forgets."""
+
+    def __init__(self):
+        super().__init__(base=0.01, jitter=0)
+        self.failures, self.forgotten = [], []
+
+    def when(self, key):
+        self.failures.append(key)
+        return super().when(key)
+
+    def forget(self, key):
+        self.forgotten.append((key, len(self.failures)))
+        super().forget(key)
+
+
 def test_failing_handler_is_retried_with_backoff_which_only_the_handler_forgets():
-    queue = WorkQueue(max_workers=2, rate_limiter=ExponentialBackoff(base=0.01, jitter=0))
-    calls, retries_when_done = [], []
+    limiter = CountingBackoff()
+    queue = WorkQueue(max_workers=2, rate_limiter=limiter)
+    calls = []
     succeeded = threading.Event()
 
     def handler(key):
@@ -268,18 +281,16 @@ def test_failing_handler_is_retried_with_backoff_which_only_the_handler_forgets(
         if len(calls) == 3:
             queue.add(key)            # returned, but its work goes on: the backoff stays
             return
-        retries_when_done.append(queue.retries(key))
         queue.forget(key)
         succeeded.set()
 
     workers = run_workers(queue, handler)
     assert len(workers) == 2
     queue.add("ns/a")
-    assert wait_until(lambda: len(calls) >= 3)
     assert succeeded.wait(PATIENCE)
     assert wait_until(lambda: queue.depth() == Depth(0, 0, 0))
-    assert calls == ["ns/a"] * 4 and retries_when_done == [2]
-    assert queue.retries("ns/a") == 0
+    assert calls == ["ns/a"] * 4
+    assert limiter.failures == ["ns/a"] * 2 and limiter.forgotten == [("ns/a", 2)], "forgotten once, by the handler"
     queue.shutdown()
 
 
@@ -324,7 +335,8 @@ def test_shutdown_drain_timeout_reports_keys_still_running():
     assert queue.shutdown(drain=True, timeout=0.01) is False
     queue.done(key)
     assert queue.shutdown(drain=True, timeout=0.01) is True
-    assert queue.shutting_down
+    queue.add("ns/b")
+    assert queue.depth() == Depth(0, 0, 0), "adds after shutdown are ignored"
 
 
 def test_max_workers_must_be_positive():
