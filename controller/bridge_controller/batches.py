@@ -6,7 +6,8 @@ batch at once, each to run as one runner invocation (one module run for all its 
 arrives while a batch runs forms the next one, so a burst needs few invocations and a lone CR
 waits only the window. Polling is per backend, not per CR: every tracked job of a backend is
 read with one runner call, hence one list request, per poll interval, whatever the number of CRs.
-A CR whose work is in a batch is "in flight" and is not planned again until `finish`.
+A CR whose work is in a batch is "in flight" and is not planned again until `finish`, which says
+whether it changed meanwhile.
 """
 
 import collections
@@ -21,6 +22,7 @@ class Batches:
         self.clock = clock
         self._pending = collections.defaultdict(list)    # (action, backend key) -> [CR key]
         self._in_flight = set()
+        self._changed = set()                            # in flight keys that changed meanwhile
         self._tracked = collections.defaultdict(set)     # backend key -> CR keys being polled
         self._interval = {}                              # CR key -> its poll interval (seconds)
         self._next_poll = {}                             # backend key -> monotonic time
@@ -30,6 +32,14 @@ class Batches:
     def in_flight(self, key):
         with self._lock:
             return key in self._in_flight
+
+    def changed_in_flight(self, key):
+        """True if `key` is in flight, which `finish` will then report: its CR changed meanwhile."""
+        with self._lock:
+            if key in self._in_flight:
+                self._changed.add(key)
+                return True
+            return False
 
     def add(self, action, group, key):
         """Put a submit or cancel of CR `key` into its backend's next batch."""
@@ -52,9 +62,13 @@ class Batches:
             self._interval.pop(key, None)
 
     def finish(self, keys):
-        """The batch of `keys` is over: they may be planned again."""
+        """The batch of `keys` is over: they may be planned again. Returns those that changed while
+        in flight (`changed_in_flight`)."""
         with self._lock:
             self._in_flight.difference_update(keys)
+            changed = self._changed.intersection(keys)
+            self._changed.difference_update(keys)
+        return changed
 
     def wake(self):
         """End a `gather` early (shutting down)."""

@@ -4,10 +4,15 @@ A worker plans a CR (plan.py) and either writes its finalizer (writer.py) or han
 backend's batch (batches.py); it never waits for a backend. The batch thread and the poll thread
 run each batch as one runner call, with what the resolver reads from Kubernetes (resolver.py);
 results.py says what the module's result means for each CR, the writer writes it, and the CR's
-key comes back to the queue by the outcome's class: at once when the backend did its part, after
-the key's growing backoff when the failure may pass, at the backoff's cap when the backend refuses
-us (a fixed Secret is no event of the CR's). Objects are read from the watcher's cache
-(`cache.get(key)`): the executor keeps no copy of its own.
+key comes back to the queue by the outcome's class: after the key's growing backoff when the
+failure may pass, at the backoff's cap when the backend refuses us (a fixed Secret is no event of
+the CR's), and otherwise with the watch event of the status just written.
+
+Objects are read from the watcher's cache (`cache.get(key)`): the executor keeps no copy of its
+own. So a CR whose status was just written is planned again from that write's watch event, which
+brings the object as written (planned from the cache before it, a submitted CR would look
+unsubmitted). The watch event of a failure's status write plans nothing: the retry is scheduled,
+and planning at once would defeat the backoff whenever the message changes.
 """
 
 import collections
@@ -41,6 +46,7 @@ class Executor:
         self.stats = collections.Counter()
         self.release_after_cancel = set()
         self.backends_seen = set()
+        self.failure_reports = {}     # key -> resourceVersion of the failure status last written
         # With leader election, main.py sets this to the elector's gate. Once it is closed, nothing
         # is written and no batch runs: the Lease may soon be another replica's.
         self.may_act = lambda: True
@@ -58,6 +64,8 @@ class Executor:
         if kind == "DELETED":
             self.batches.untrack(key)
             self.queue.forget(key)
+            with self._lock:
+                self.failure_reports.pop(key, None)
             return
         group = backend_key(obj)
         with self._lock:
@@ -69,7 +77,12 @@ class Executor:
         if new_backend and hasattr(self.runner, "prepare"):
             # Warm the runner for this backend now, off the watch thread, not at its first submit.
             threading.Thread(target=self._prepare, args=(obj,), name="bridge-prepare", daemon=True).start()
-        self.queue.add(key)
+        with self._lock:
+            own_report = self.failure_reports.get(key) == obj["metadata"].get("resourceVersion")
+            if own_report:
+                del self.failure_reports[key]
+        if not own_report and not self.batches.changed_in_flight(key):
+            self.queue.add(key)
 
     def _prepare(self, obj):
         try:
@@ -80,7 +93,7 @@ class Executor:
     def reconcile(self, key):
         """Plan one CR and carry out what does not need its backend; batch the rest."""
         obj = self.cache.get(key)
-        if obj is None or self.batches.in_flight(key):
+        if obj is None or self.batches.changed_in_flight(key):
             return
         self._count("reconciles")
         actions = plan(obj)
@@ -153,9 +166,8 @@ class Executor:
         scripts = {}
         if action == "submit":
             objects, scripts, waiting = self.resolver.scripts(objects)
-            # Out of flight before writing: a failed status write must not strand them.
-            self._finish([key for key, _obj, _why in waiting], results.TEMPORARY)
-            self.writer.each(lambda _key, obj, why: self.writer.status(obj, waiting=("ScriptNotFound", why)), waiting)
+            self.writer.each(lambda key, obj, why: self._apply(
+                action, key, obj, results.Outcome({"waiting": ("ScriptNotFound", why)}, results.TEMPORARY)), waiting)
         if not objects:
             return
         try:
@@ -189,7 +201,9 @@ class Executor:
         return results.poll_outcomes(identities, result)
 
     def _apply(self, action, key, obj, outcome):
-        """Write one CR's outcome, then let its key be planned again as the outcome's class says."""
+        """Write one CR's outcome, then let its key be planned again as the outcome's class says.
+        Its key leaves flight even when the write fails, so that nothing strands it."""
+        updated = None
         try:
             updated = self.writer.status(obj, **outcome.observed)
             if outcome.kind != results.DONE:
@@ -205,21 +219,38 @@ class Executor:
             if release:
                 self._release(updated or self.cache.get(key) or obj)
         finally:
-            self._finish([key], outcome.kind)
+            self._requeue(key, obj, outcome.kind, updated)
 
-    def _finish(self, keys, kind=None):
-        """Take `keys` out of flight and queue them again: now, or after a backoff by failure class.
+    def _requeue(self, key, obj, kind, written):
+        """Take `key` out of flight and have it planned again as its outcome's class says.
 
-        `kind` None re-plans without judging (the batch did not run); done and refused forget the
-        key's backoff; temporary grows it; permanent waits the backoff's cap.
+        Done and refused forget the backoff and re-plan with the watch event of `written` (the
+        object as the status write stored it), or now when nothing was written or the event came
+        while in flight. Temporary waits the key's growing backoff, permanent the backoff's cap,
+        unless the CR changed meanwhile so that its plan did (cancelled, deleted).
         """
+        retrying = kind in (results.TEMPORARY, results.PERMANENT)
+        with self._lock:
+            if retrying and written is not None:
+                self.failure_reports[key] = written["metadata"].get("resourceVersion")
+            else:
+                self.failure_reports.pop(key, None)
+        changed = key in self.batches.finish([key])
+        if not retrying:
+            self.queue.forget(key)
+            if written is None or changed:
+                self.queue.add(key)
+            return
+        if kind == results.TEMPORARY:
+            self.queue.add_rate_limited(key)
+        else:
+            self.queue.add_after(key, self.queue.rate_limiter.cap)
+        current = self.cache.get(key)
+        if changed and current is not None and plan(current) != plan(obj):
+            self.queue.add(key)
+
+    def _finish(self, keys):
+        """Take `keys` out of flight and plan them again now: their batch did not run."""
         self.batches.finish(keys)
         for key in keys:
-            if kind == results.TEMPORARY:
-                self.queue.add_rate_limited(key)
-            elif kind == results.PERMANENT:
-                self.queue.add_after(key, self.queue.rate_limiter.cap)
-            else:
-                if kind is not None:
-                    self.queue.forget(key)
-                self.queue.add(key)
+            self.queue.add(key)

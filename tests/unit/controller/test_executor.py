@@ -418,3 +418,103 @@ def test_metrics_count_phases_from_the_watchers_cache_and_the_retries_waiting():
     lines = metrics_text(executor, work, kube).splitlines()
     assert 'bridge_tracked_jobs{phase="Queued"} 2' in lines and "bridge_runner_calls_submit 1" in lines
     assert {"bridge_queue_depth 1", "bridge_queue_waiting 1", "bridge_queue_processing 0"} <= set(lines)
+
+
+# ------------------------------------------------------------------ planning again after a batch
+
+class LaggingWatch:
+    """The watcher's cache with a watch that delivers events only when told, as a real one lags."""
+
+    def __init__(self, kube):
+        self.objects, self.pending, self.executor = {}, [], None
+        kube.listeners.append(lambda kind, obj: self.pending.append((kind, obj)))
+
+    def get(self, key):
+        return self.objects.get(key)
+
+    def deliver(self):
+        while self.pending:
+            kind, obj = self.pending.pop(0)
+            key = "%s/%s" % (obj["metadata"]["namespace"], obj["metadata"]["name"])
+            if kind == "DELETED":
+                self.objects.pop(key, None)
+            else:
+                self.objects[key] = obj
+            self.executor.observe(kind, obj)
+
+
+def lagging_setup():
+    kube = FakeKube(secrets={"ns/creds": {"user": "u", "token": "t"}})
+    backend = FakeBackend(progression=("running",))
+    watch = LaggingWatch(kube)
+    queue = RecordingQueue()
+    executor = watch.executor = Executor(kube, watch, FakeRunner(backend), queue, clock=lambda: 1000.0)
+    return kube, backend, watch, queue, executor
+
+
+def test_a_submitted_cr_is_planned_again_from_its_status_writes_event_not_from_a_stale_cache():
+    kube, backend, watch, queue, executor = lagging_setup()
+    kube.create(bridgejob("a"))
+    watch.deliver()
+    settle(executor, queue)                  # the finalizer
+    watch.deliver()
+    settle(executor, queue)                  # the submit; its status write is not seen yet
+    assert executor.stats["runner_calls_submit"] == 1 and not queue.keys, "nothing plans the stale CR"
+    watch.deliver()
+    settle(executor, queue)
+    assert executor.stats["runner_calls_submit"] == 1 and len(backend.submits) == 1
+    assert executor.poll_due(now=2000.0) == 1, "planned from the written status: polled"
+
+
+def test_the_event_of_a_failures_own_status_write_does_not_retry_before_the_backoff():
+    kube, backend, watch, queue, executor = lagging_setup()
+    kube.create(bridgejob("a"))
+    watch.deliver()
+    settle(executor, queue)
+    executor.runner.run = failing_module("ConnectionFailed", True)
+    watch.deliver()
+    settle(executor, queue)
+    watch.deliver()                          # BackendReachable False, as written
+    settle(executor, queue)
+    assert executor.stats["runner_calls_submit"] == 1 and queue.later == [("ns/a", RETRY_BASE)]
+    assert conditions(watch.get("ns/a"))["BackendReachable"]["status"] == "False"
+    kube.update_spec("ns/a", pollInterval=5)  # someone else's change is planned at once
+    watch.deliver()
+    assert queue.keys == ["ns/a"]
+
+
+def test_a_cr_cancelled_while_its_submit_fails_is_cancelled_without_waiting_for_the_backoff():
+    kube, backend, runner, queue, executor = setup()
+    kube.create(bridgejob("a"))
+    answer = runner.run
+
+    def cancelled_meanwhile(action, *args, **kwargs):
+        if action == "submit":
+            kube.update_spec("ns/a", cancel=True)
+            return failing_module("AuthFailed", False)()
+        return answer(action, *args, **kwargs)
+
+    runner.run = cancelled_meanwhile
+    settle(executor, queue)
+    assert kube.objects["ns/a"]["status"]["phase"] == "Cancelled"
+    assert executor.stats["runner_calls_cancel"] == 1 and ("ns/a", RETRY_CAP) in queue.later
+
+
+def test_a_status_write_that_fails_costs_only_its_cr_and_strands_nothing():
+    kube, backend, runner, queue, executor = setup()
+    for name in ("a", "b"):
+        kube.create(bridgejob(name))
+    patch = kube.patch_status
+
+    def refuse_b(obj, status):
+        if obj["metadata"]["name"] == "b":
+            raise RuntimeError("apiserver: 500")
+        return patch(obj, status)
+
+    kube.patch_status = refuse_b
+    settle(executor, queue, rounds=3)
+    assert kube.objects["ns/a"]["status"]["jobId"] and not kube.objects["ns/b"].get("status")
+    assert not executor.batches.in_flight("ns/b") and "ns/b" in queue.keys, "planned again"
+    kube.patch_status = patch
+    settle(executor, queue)
+    assert kube.objects["ns/b"]["status"]["jobId"] and len(backend.submits) == 2
