@@ -1,6 +1,6 @@
 """A BridgeJob's spec as the collection's job spec: camelCase to snake_case, identity = CR UID.
 
-Pure functions: reconcile and the runner both derive from here what a CR asks for.
+Pure functions: the executor and the resolver derive from here what a CR asks for and where.
 """
 
 import re
