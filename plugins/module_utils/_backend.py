@@ -111,8 +111,9 @@ class Backend(object):
     URL_NAME = "URL"        # what `url` points at, for messages: "the slurmrestd URL"
     CONNECTION = {}         # connection options of this backend beyond COMMON_CONNECTION
     ENV = {}                # option -> environment variables it falls back to, first wins
-    CREDENTIALS = ()        # connection options that are secrets or identities the controller reads
-                            # from a Secret and hands over through the pipe, never through a file
+    # Connection options the controller reads from a BridgeJob's Secret and hands to the module
+    # through the pipe (never a file): the secrets and the identities they act for.
+    CREDENTIALS = ()
     SECRETS = ()            # those of CREDENTIALS that are secret (no_log)
     CAPABILITIES = frozenset()
 

@@ -30,7 +30,6 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     MalformedResponse,
     NotFound,
     Rejected,
-    ServerError,
     SpecError,
     Timeout,
     error_for_status,
@@ -47,6 +46,7 @@ KNOWN_VERSIONS = (
     "v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41",
     "v0.0.40", "v0.0.39", "v0.0.38", "v0.0.37", "v0.0.36",
 )
+VERSION_CHOICES = list(KNOWN_VERSIONS)
 LEGACY_VERSIONS = ("v0.0.36", "v0.0.37", "v0.0.38")
 TAG_PREFIX = "bridge:"
 
@@ -520,7 +520,7 @@ class SlurmClient(Backend):
     CONNECTION = dict(
         user=dict(type="str"),
         token=dict(type="str"),
-        api_version=dict(type="str", choices=list(KNOWN_VERSIONS)),
+        api_version=dict(type="str", choices=VERSION_CHOICES),
     )
     ENV = dict(url=("SLURM_URL",), user=("SLURM_USER",), token=("SLURM_JWT",))
     CREDENTIALS = ("user", "token")

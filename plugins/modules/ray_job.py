@@ -95,30 +95,30 @@ exit_code:
   type: int
   sample: 0
 signal:
-  description: Signal that ended the job, where the backend reports one (Slurm); also under RV(job.signal).
+  description: Always null for Ray, which reports no signal of a driver; kept so every job module returns the same keys.
   returned: always
   type: int
   sample: 15
 failure_class:
   description: >-
-    Why a finished job did not complete, as under RV(job.failure_class): C(timeout), C(out_of_memory),
+    Why a finished job did not complete, as under C(job.failure_class): C(timeout), C(out_of_memory),
     C(node_failure), C(cancelled), C(non_zero_exit), C(rejected) (can never start) or C(preempted);
     null otherwise.
   returned: always
   type: str
   sample: non_zero_exit
 submit_time:
-  description: RFC 3339 time the backend accepted the job; also under RV(job.submit_time).
+  description: RFC 3339 time the backend accepted the job; also under C(job.submit_time).
   returned: always
   type: str
   sample: "2026-12-01T10:00:00Z"
 start_time:
-  description: RFC 3339 time the job started; null while it waits. Also under RV(job.start_time).
+  description: RFC 3339 time the job started; null while it waits. Also under C(job.start_time).
   returned: always
   type: str
   sample: "2026-12-01T10:00:02Z"
 end_time:
-  description: RFC 3339 time a finished job ended; null before. Also under RV(job.end_time).
+  description: RFC 3339 time a finished job ended; null before. Also under C(job.end_time).
   returned: always
   type: str
   sample: "2026-12-01T10:05:00Z"
