@@ -29,10 +29,6 @@ class Batches:
         self._work_ready = threading.Event()             # set when a submit or cancel batch has work
         self._lock = threading.Lock()
 
-    def in_flight(self, key):
-        with self._lock:
-            return key in self._in_flight
-
     def changed_in_flight(self, key):
         """True if `key` is in flight, which `finish` will then report: its CR changed meanwhile."""
         with self._lock:

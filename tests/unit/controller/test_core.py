@@ -69,8 +69,8 @@ def test_a_backend_is_polled_at_the_shortest_poll_interval_of_its_crs():
     assert batches.seconds_to_next_poll() == 30, "the first poll waits the first CR's interval"
     assert batches.due_polls(now=1029.0) == []
     assert batches.due_polls(now=1030.0) == [("slurm-a", ["ns/fast", "ns/slow"])]
-    assert batches.in_flight("ns/fast") and batches.seconds_to_next_poll(now=1030.0) == 7
-    batches.finish(["ns/fast", "ns/slow"])
+    assert batches.changed_in_flight("ns/fast") and batches.seconds_to_next_poll(now=1030.0) == 7
+    assert batches.finish(["ns/fast", "ns/slow"]) == {"ns/fast"}, "what changed while polled"
     batches.untrack("ns/fast")
     assert batches.due_polls(now=1037.0) == [("slurm-a", ["ns/slow"])]
     assert batches.seconds_to_next_poll(now=1037.0) == 30
@@ -86,9 +86,9 @@ def test_submits_and_cancels_are_batched_per_action_and_backend_up_to_max_batch(
     batches.add("submit", "ray-b", "ns/e")
     assert batches.take() == [("submit", "slurm-a", ["ns/a", "ns/b"]), ("submit", "slurm-a", ["ns/c"]),
                               ("cancel", "slurm-a", ["ns/d"]), ("submit", "ray-b", ["ns/e"])]
-    assert batches.take() == [] and batches.in_flight("ns/a")
-    batches.finish(["ns/a"])
-    assert not batches.in_flight("ns/a") and batches.in_flight("ns/b")
+    assert batches.take() == [] and batches.finish(["ns/a"]) == set()
+    assert not batches.changed_in_flight("ns/a") and batches.changed_in_flight("ns/b")
+    assert batches.finish(["ns/b", "ns/c"]) == {"ns/b"}
 
 
 JOB = {"job_id": 42, "phase": "running", "native_state": "RUNNING", "reason": None, "exit_code": None,

@@ -339,7 +339,7 @@ def test_a_batch_the_gate_cut_short_writes_nothing():
         keys, queue.keys = queue.keys, []
         for key in keys:
             executor.reconcile(key)
-    assert executor.batches.in_flight("ns/b")
+    assert executor.batches.changed_in_flight("ns/b")
 
     def killed(*_args, **_kwargs):
         acting[0] = False
