@@ -202,7 +202,7 @@ def test_slurm_script_from_config_map_and_one_that_is_not_there_yet(controller):
 
     # Never submitted: deleting it cancels nothing and releases it.
     namespace.delete_and_wait_gone("no-key")
-    # Applied after its CR, as `kubectl apply -f dir/` may do: the retry (every 15 s) finds it.
+    # Applied after its CR, as `kubectl apply -f dir/` may do: a retry (2 s doubling) finds it.
     namespace.config_map("late-scripts", {"run.sh": "#!/bin/bash\nexit 0\n"})
     late = namespace.wait_phase("late", "Completed")
     assert late["status"]["exitCode"] == 0 and condition(late, "Submitted")["status"] == "True"
