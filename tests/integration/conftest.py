@@ -16,6 +16,9 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.environ.get("BRIDGE_RUN", os.path.join(REPO, ".run"))
 VENV_BIN = os.path.dirname(sys.executable)
+# Helpers shared with tests/unit (fault_server.py) live in tests/.
+if os.path.join(REPO, "tests") not in sys.path:
+    sys.path.append(os.path.join(REPO, "tests"))
 SLURM_VERSIONS = ("22.05", "24.11", "26.05")
 
 
