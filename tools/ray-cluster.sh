@@ -6,7 +6,10 @@
 # Ray is installed once into its own virtualenv (${XDG_CACHE_HOME:-~/.cache}/bridge/ray-venv, not
 # the collection's .venv) and reinstalled only when the pinned version changes. The head has 2 CPUs,
 # no GPU, one custom resource "bridge_test": 1, and its dashboard (Jobs API) on 127.0.0.1:8265.
-# The env file <run>/ray/env (mode 0600) holds RAY_URL, RAY_VERSION, RAY_PYTHON and RAY_TOKEN.
+# The env file <run>/ray/env (mode 0600) holds RAY_ADDRESS (the dashboard URL, read by the bridge.hpc
+# modules and plugins as by the Ray CLI), RAY_URL (the same, for the tests and bench), RAY_VERSION,
+# RAY_PYTHON, RAY_TOKEN and, for a token head only, RAY_AUTH_TOKEN (the same token, as the modules
+# read it): `set -a; . .run/ray/env; set +a` is enough for `ansible localhost -m bridge.hpc.ray_job_info`.
 #
 # One head per run dir (${BRIDGE_RUN:-<repo>/.run}/ray). Read by `start` only, e.g. for a second
 # head in another run dir: BRIDGE_RAY_DASHBOARD_PORT (8265), BRIDGE_RAY_GCS_PORT (6379),
@@ -37,9 +40,10 @@ TIMEOUT=${BRIDGE_RAY_TIMEOUT:-60}
 PIDS=$RUN/pids
 export RAY_USAGE_STATS_ENABLED=0
 # Explicit: with RAY_AUTH_MODE unset, `ray start` turns token auth on whenever a token exists
-# (~/.ray/auth_token, RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH).
+# (~/.ray/auth_token, RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH). The env file sourced into the caller's
+# shell exports RAY_ADDRESS and RAY_AUTH_TOKEN: neither may reach `ray start` and the head's processes.
 export RAY_AUTH_MODE=disabled
-unset RAY_AUTH_TOKEN RAY_AUTH_TOKEN_PATH RAY_JOB_START_TIMEOUT_SECONDS
+unset RAY_ADDRESS RAY_AUTH_TOKEN RAY_AUTH_TOKEN_PATH RAY_JOB_START_TIMEOUT_SECONDS
 
 die() { echo "ray-cluster: $*" >&2; exit 1; }
 log() { echo "ray-cluster: $*" >&2; }
@@ -229,11 +233,14 @@ write_env() {
     die "cannot read the Ray version from $URL/api/version"
   (umask 077
    cat >"$RUN/env.tmp" <<EOF
+RAY_ADDRESS=$URL
 RAY_URL=$URL
 RAY_VERSION=$version
 RAY_PYTHON=$VENV/bin/python
 RAY_TOKEN=$token
 EOF
+   # Only for a token head: an exported RAY_AUTH_TOKEN makes a later `ray start` turn token auth on.
+   if [[ -n $token ]]; then echo "RAY_AUTH_TOKEN=$token" >>"$RUN/env.tmp"; fi
   )
   mv -f "$RUN/env.tmp" "$RUN/env"
 }

@@ -26,6 +26,12 @@ OTHER_USER=bridgeother
 REST_USER=slurmrestd          # slurmrestd refuses root and SlurmUser
 TIMEOUT=${BRIDGE_SLURM_TIMEOUT:-30}
 export DEBIAN_FRONTEND=noninteractive
+# The env file this script writes holds SLURM_JWT, and users source it into their shell (set -a;
+# . .run/slurm-VERSION/env). Slurm's daemons and commands read SLURM_* from their environment: with
+# SLURM_JWT set they take AuthType to be auth/jwt, and slurmctld exits at start with "AuthType
+# change requires restart of all Slurm daemons" (then `start` fails in `scontrol token`). Every
+# command here gets SLURM_CONF explicitly and slurmrestd its SLURM_JWT=daemon, so none is inherited.
+unset "${!SLURM_@}"
 
 die() { echo "slurm-cluster: $*" >&2; exit 1; }
 log() { echo "slurm-cluster: $*" >&2; }
@@ -107,6 +113,14 @@ wait_for() {
     fi
     sleep 0.1
   done
+  # The answer may come from a daemon this run dir did not start (another BRIDGE_RUN's cluster on
+  # the same ports or munge socket) while ours has exited.
+  if ! recorded_alive "$pidname"; then
+    log "Slurm $VERSION: $what answers, but the $pidname started here exited (is another cluster" \
+      "on its port or socket?); last lines of $RUN/log/$pidname.out:"
+    tail -n 10 "$RUN/log/$pidname.out" >&2 2>/dev/null || true
+    return 1
+  fi
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -339,6 +353,7 @@ node_up() { [[ "$(target sinfo -h -N -o %t 2>/dev/null | head -n1)" =~ ^(idle|mi
 # ---------------------------------------------------------------------------------------------
 # start / stop
 # ---------------------------------------------------------------------------------------------
+# Called in a condition, where set -e is off: every step that can fail returns by itself.
 start_daemons() {
   [[ -n $ROOT ]] && mount_root "$ROOT"
   write_config
@@ -349,13 +364,13 @@ start_daemons() {
   target chown munge:munge /run/munge
   chmod 0755 "$md"
   launch munged setpriv --reuid=munge --regid=munge --init-groups /usr/sbin/munged -F
-  wait_for "munged" "$RUN/log/munged.out" munged munge_ok
+  wait_for "munged" "$RUN/log/munged.out" munged munge_ok || return 1
 
   launch slurmctld /usr/sbin/slurmctld -D
-  wait_for "slurmctld" "$HD/log/slurmctld.log" slurmctld target scontrol ping
+  wait_for "slurmctld" "$HD/log/slurmctld.log" slurmctld target scontrol ping || return 1
 
   launch slurmd /usr/sbin/slurmd -D
-  wait_for "slurmd (node idle)" "$HD/log/slurmd.log" slurmd node_up
+  wait_for "slurmd (node idle)" "$HD/log/slurmd.log" slurmd node_up || return 1
 
   # SLURM_JWT=daemon: without it slurmrestd rejects every request (401). -u: it binds as root,
   # then drops to an unprivileged user.
@@ -384,8 +399,8 @@ api_versions() {
 
 write_env() {
   local jwt versions
-  jwt=$(token "$JOB_USER")
-  versions=$(api_versions "$jwt")
+  jwt=$(token "$JOB_USER") || return 1
+  versions=$(api_versions "$jwt") || return 1
   (umask 077
    cat >"$RUN/env.tmp" <<EOF
 SLURM_URL=$URL
@@ -414,8 +429,12 @@ start_one() {
   fi
   stop_processes          # leftovers of a half-started or crashed cluster
   ensure_installed
-  start_daemons || { stop_processes; exit 1; }
-  write_env
+  # A daemon may pass its own check and exit a moment later: up means all of them, together.
+  if ! start_daemons || ! healthy || ! write_env; then
+    log "Slurm $VERSION: start failed; stopping what was started (logs: $RUN/log, $HD/log)"
+    stop_processes
+    exit 1
+  fi
   exec 9>&-
   log "Slurm $VERSION up at $URL in $((SECONDS - t0))s; env: $RUN/env"
 }

@@ -1,11 +1,14 @@
 """Shared pieces of the integration tests: the real clusters started by tools/ and ansible runs."""
 
+import contextlib
 import json
 import os
 import select
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 
 import pytest
@@ -13,6 +16,9 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.environ.get("BRIDGE_RUN", os.path.join(REPO, ".run"))
 VENV_BIN = os.path.dirname(sys.executable)
+# Helpers shared with tests/unit (fault_server.py) live in tests/.
+if os.path.join(REPO, "tests") not in sys.path:
+    sys.path.append(os.path.join(REPO, "tests"))
 SLURM_VERSIONS = ("22.05", "24.11", "26.05")
 
 
@@ -57,6 +63,49 @@ def require_ray():
             pytest.fail(message)
         pytest.skip(message)
     return values
+
+
+@contextlib.contextmanager
+def private_ray_head(ports, **settings):
+    """A second Ray head, started by this tree's tools/ray-cluster.sh in a run dir of its own on
+    `ports` (BRIDGE_RAY_*_PORT) with `settings` (e.g. BRIDGE_RAY_AUTH="token"); yields the path of
+    its env file. Stopped (by its recorded PIDs) and removed afterwards."""
+    run_dir = tempfile.mkdtemp(prefix="brt-", dir="/tmp")
+    env = dict(os.environ, BRIDGE_RUN=run_dir, **ports)
+    env.update(settings)
+    script = os.path.join(REPO, "tools", "ray-cluster.sh")
+    subprocess.run([script, "start"], env=env, check=True)
+    try:
+        yield os.path.join(run_dir, "ray", "env")
+    finally:
+        subprocess.run([script, "stop"], env=env, check=False)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def adhoc_with_env_file(env_file, module, *args):
+    """`set -a; . ENV_FILE; set +a; ansible localhost -m MODULE ARGS...` as a user types it, with
+    nothing else in the environment but what finds the venv and this collection."""
+    env = {
+        "PATH": VENV_BIN + os.pathsep + "/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": os.environ.get("HOME", "/root"),
+        "ANSIBLE_COLLECTIONS_PATH": os.path.join(RUN, "collections"),
+        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+        "ANSIBLE_LOCALHOST_WARNING": "0",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    command = 'set -a; . "$1"; set +a; shift; exec ansible localhost -m "$@"'
+    return subprocess.run(["bash", "-c", command, "adhoc", env_file, module] + list(args),
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def adhoc_result(completed):
+    """The module's result from `ansible localhost -m ...` output ("localhost | SUCCESS => {...}"),
+    or None when it did not succeed."""
+    head, sep, body = completed.stdout.partition(" => ")
+    if completed.returncode != 0 or not sep or "SUCCESS" not in head:
+        return None
+    return json.loads(body)
 
 
 def ansible_env(extra=None):

@@ -1,29 +1,27 @@
 """Token authentication against a second, real Ray head started with RAY_AUTH_MODE=token."""
 
 import os
-import subprocess
-import tempfile
 import uuid
 
 import pytest
 
-from conftest import REPO, ansible_env, read_env_file, require_ray, start_playbook
+from conftest import (REPO, adhoc_result, adhoc_with_env_file, ansible_env, private_ray_head, read_env_file,
+                      require_ray, start_playbook)
 
 PORTS = dict(BRIDGE_RAY_DASHBOARD_PORT="8266", BRIDGE_RAY_GCS_PORT="6380", BRIDGE_RAY_CLIENT_PORT="23001",
              BRIDGE_RAY_AGENT_PORT="52366")
 
 
 @pytest.fixture(scope="module")
-def token_head():
+def token_env_file():
     require_ray()
-    run_dir = tempfile.mkdtemp(prefix="brt-", dir="/tmp")
-    env = dict(os.environ, BRIDGE_RUN=run_dir, BRIDGE_RAY_AUTH="token", **PORTS)
-    script = os.path.join(REPO, "tools", "ray-cluster.sh")
-    subprocess.run([script, "start"], env=env, check=True)
-    try:
-        yield read_env_file(os.path.join(run_dir, "ray", "env"))
-    finally:
-        subprocess.run([script, "stop"], env=env, check=False)
+    with private_ray_head(PORTS, BRIDGE_RAY_AUTH="token") as env_file:
+        yield env_file
+
+
+@pytest.fixture(scope="module")
+def token_head(token_env_file):
+    return read_env_file(token_env_file)
 
 
 def test_wrong_token_is_refused_and_nothing_is_submitted(token_head, tmp_path):
@@ -36,3 +34,12 @@ def test_wrong_token_is_refused_and_nothing_is_submitted(token_head, tmp_path):
     output = open(log_path).read()
     assert token_head["RAY_TOKEN"] not in output
     assert returncode == 0, output[-6000:]
+
+
+def test_env_file_alone_authenticates_an_adhoc_command(token_env_file, token_head):
+    """Issue item 10: the env file exports RAY_ADDRESS and RAY_AUTH_TOKEN, the names the modules read."""
+    completed = adhoc_with_env_file(token_env_file, "bridge.hpc.ray_job_info")
+    output = completed.stdout + completed.stderr
+    result = adhoc_result(completed)
+    assert result is not None and isinstance(result["jobs"], list), output[-4000:]
+    assert token_head["RAY_TOKEN"] not in output

@@ -1,4 +1,5 @@
-"""Make bridge.hpc importable as ansible_collections.bridge.hpc for plain pytest runs."""
+"""Make bridge.hpc importable as ansible_collections.bridge.hpc for plain pytest runs, and the helpers
+in tests/ (shared with tests/integration) importable."""
 
 import os
 import sys
@@ -12,3 +13,6 @@ if not os.path.exists(LINK):
     os.symlink(REPO, LINK)
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
+TESTS = os.path.join(REPO, "tests")
+if TESTS not in sys.path:
+    sys.path.append(TESTS)
