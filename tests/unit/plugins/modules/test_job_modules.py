@@ -6,7 +6,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
-from ansible_collections.bridge.hpc.plugins.modules import job, slurm_cluster_info, slurm_job, slurm_job_info
+from ansible_collections.bridge.hpc.plugins.modules import job, jobs, slurm_cluster_info, slurm_job, slurm_job_info
 
 from fake_backend import FakeBackend
 
@@ -140,3 +140,14 @@ def test_cluster_info_reads_what_gather_names(monkeypatch):
     assert outcome.result["api_versions"] == ["v0.0.42", "v0.0.41"]
     assert outcome.result["partitions"] == [{"name": "debug"}]
     assert "nodes" not in outcome.result and "ping" not in outcome.result
+
+
+def test_batch_results_leave_native_records_out_unless_asked(backend):
+    # Whole records of many found jobs made ansible-runner drop the controller's result (MAX_EVENT_RES).
+    items = [{"identity": "batch-%d" % n, "script": SCRIPT} for n in range(3)]
+    run(jobs, dict(CONNECTION, backend="slurm", jobs=items))
+    again = run(jobs, dict(CONNECTION, backend="slurm", jobs=items)).result
+    assert [r["changed"] for r in again["results"]] == [False] * 3
+    assert all("native" not in r["job"] and r["job"]["job_id"] for r in again["results"])
+    asked = run(jobs, dict(CONNECTION, backend="slurm", jobs=items, include_native=True)).result
+    assert all(r["job"]["native"] == {"id": r["job"]["job_id"]} for r in asked["results"])
