@@ -24,7 +24,7 @@ DONE, REFUSED, TEMPORARY, PERMANENT = "done", "refused", "temporary", "permanent
 # Error kinds (module_utils/_errors.py) about the job itself: the same request would meet them again.
 JOB_REFUSALS = ("invalid_spec", "rejected", "unsupported", "already_exists", "not_found")
 # An item the module did not answer for: nothing is known, so it is a temporary failure.
-NO_RESULT = {"failed": True, "error": {"kind": "server", "message": "no result"}}
+NO_RESULT = {"failed": True, "error": {"type": "NoResult", "kind": "server", "message": "the module returned no result for this job"}}
 
 Outcome = collections.namedtuple("Outcome", "observed kind")
 

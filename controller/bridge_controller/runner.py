@@ -18,6 +18,11 @@ from bridge_controller.standby import StandbyPool
 
 PLAYBOOKS = {"submit": "bridgejob_submit.yml", "poll": "bridgejob_poll.yml", "cancel": "bridgejob_cancel.yml"}
 TASK_NAME = "Bridge"
+# ansible-runner's event callback replaces a task's `res` with {} once its repr passes MAX_EVENT_RES
+# characters (700,000 by default, which spares AWX's database). A batch's result can pass it: a poll
+# at ~1,200 jobs, and a submit that finds many existing jobs when bridge.hpc.jobs is asked for their
+# native records. Events only rotate on this disk, and the controller needs the whole result.
+MAX_EVENT_RES = str(2 ** 62)
 
 
 class RunnerError(Exception):
@@ -34,6 +39,8 @@ def module_result(events):
         data = event.get("event_data") or {}
         if event.get("event") in ("runner_on_ok", "runner_on_failed") and data.get("task") == TASK_NAME:
             res = dict(data.get("res") or {})
+            if not res:
+                return None  # a module always says something: ansible-runner dropped it (MAX_EVENT_RES)
             if event["event"] == "runner_on_failed":
                 res["failed"] = True  # the event's res does not carry it: the event's name does
             return res
@@ -112,7 +119,7 @@ class AnsibleRunner:
         pipe = os.path.join(self.pipe_dir, "%s-%s" % (action, uuid.uuid4().hex[:12]))
         os.mkfifo(pipe, 0o600)
         envvars = {"BRIDGE_HANDOFF": pipe, "ANSIBLE_CONFIG": self.ansible_config, "ANSIBLE_LOCALHOST_WARNING": "0",
-                   "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0"}
+                   "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0", "MAX_EVENT_RES": MAX_EVENT_RES}
         if self.collections_path:
             envvars["ANSIBLE_COLLECTIONS_PATH"] = self.collections_path
         if self.python:

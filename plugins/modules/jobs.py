@@ -72,9 +72,9 @@ options:
     default: true
   include_native:
     description:
-      - Keep the raw job object under C(native) in each item's RV(results[].job). Off by default: a
-        batch of jobs that already exist returns each job's whole record otherwise (about 5 KB each
-        on Slurm), which no caller of a batch needs.
+      - Keep the raw job object under C(native) in each item's RV(results[].job).
+      - Off by default, since a batch of jobs that already exist would return each job's whole
+        record (about 5 KB each on Slurm), which no caller of a batch needs.
     type: bool
     default: false
 attributes:

@@ -4,13 +4,17 @@ The controller logs in with a token of the bridge-controller ServiceAccount (dep
 and runs with leader election, as deployed. Covered: spec.cancel on a running CR; slurmrestd down
 for a while (BackendReachable False, then every status catches up); the controller SIGKILLed at
 random moments during 50 submissions (no duplicate Slurm job, every CR gets a job id); no token in
-the controller's logs, statuses, events or runner directory.
+the controller's logs, statuses, events or runner directory. On Slurm 24.11, with every core busy:
+the controller SIGKILLed alone (its playbooks run on, as outside a container) during a burst of 200
+CRs and again as it writes their statuses; the restarted one gives every CR whose job exists its job id.
 
 The outage test stops 22.05's slurmrestd only, then restarts it with `tools/slurm-cluster.sh start
 22.05`, which finds the cluster unhealthy and restarts all of it: jobs still running on 22.05 then
 (anyone's) are cancelled, and the env file gets a new JWT (the old one stays valid: same key).
 """
 
+import concurrent.futures
+import contextlib
 import os
 import random
 import signal
@@ -85,6 +89,14 @@ class Controller:
         self.process.wait(timeout=30)
         return len(victims)
 
+    def kill_alone(self):
+        """SIGKILL the controller process only, as outside a container: its playbooks run on (Ansible's
+        workers setsid()). Returns the pids of those left running."""
+        below = descendants(self.process.pid)
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+        return [pid for pid in below if running(pid)]
+
     def stop(self):
         if self.process is None or self.process.poll() is not None:
             return self.process.returncode if self.process else 0
@@ -149,11 +161,10 @@ def account(kube, tmp_path_factory):  # pylint: disable=redefined-outer-name
     return path, token
 
 
-@pytest.fixture()
-def setup(kube, account, tmp_path):  # pylint: disable=redefined-outer-name
+def make_setup(kube, account, tmp_path, version):  # pylint: disable=redefined-outer-name
     """A fresh namespace with the Slurm secret; a controller (not started) logged in as the ServiceAccount."""
     _env, api_client = kube
-    slurm = require_slurm("22.05")
+    slurm = require_slurm(version)
     from kubernetes import client
 
     core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
@@ -191,6 +202,16 @@ def setup(kube, account, tmp_path):  # pylint: disable=redefined-outer-name
     except client.exceptions.ApiException:
         pass
     assert returncode == 0, controller.log()[-4000:]
+
+
+@pytest.fixture()
+def setup(kube, account, tmp_path):  # pylint: disable=redefined-outer-name
+    yield from make_setup(kube, account, tmp_path, "22.05")
+
+
+@pytest.fixture()
+def setup_24_11(kube, account, tmp_path):  # pylint: disable=redefined-outer-name
+    yield from make_setup(kube, account, tmp_path, "24.11")
 
 
 def assert_no_token(ctx):
@@ -328,3 +349,84 @@ def test_sigkill_during_50_submissions_makes_no_duplicate_jobs(setup):
     # The killed controllers' standby modules (detached by Ansible's setsid) were killed by the restart.
     assert not orphans(ctx.controller), "modules of killed controllers still run"
     assert_no_token(ctx)
+
+
+@contextlib.contextmanager
+def cpu_burners(seconds):
+    """A busy loop per CPU, as a build keeping every core busy; each ends after `seconds` at the latest."""
+    burners = [subprocess.Popen(["timeout", str(seconds), "sh", "-c", "while :; do :; done"], start_new_session=True)
+               for _cpu in os.sched_getaffinity(0)]
+    try:
+        yield
+    finally:
+        for burner in burners:
+            try:
+                os.killpg(burner.pid, signal.SIGKILL)  # the group: timeout's child too
+            except ProcessLookupError:
+                pass
+            burner.wait()
+
+
+def test_restarts_under_load_converge_whatever_predecessors_left_running(setup_24_11):
+    """Issue item 9: 200 held jobs on Slurm 24.11, every core busy, the controller SIGKILLed alone (its
+    playbooks run on) 2 s into the burst and again as it writes the statuses of the burst's jobs.
+
+    The restarted controller's lookup then finds jobs no status names yet, each with its native record
+    (~6 KB): ansible-runner used to drop a result that large (over MAX_EVENT_RES), so every such CR
+    stayed Pending with BackendReachable False, batch after batch, while Slurm held its job.
+    """
+    ctx = setup_24_11
+    count, poll = 200, 15
+    # The burst forms one batch, so that the restarted controller's one result holds most CRs' found
+    # jobs, as the report's held 167.
+    ctx.controller.args[ctx.controller.args.index("--batch-window") + 1] = "5"
+    slurm = slurm_client(ctx.slurm)
+    uids = {}
+
+    def created(future):
+        obj = future.result()
+        uids[obj["metadata"]["uid"]] = obj["metadata"]["name"]
+
+    def jobs_by_identity():
+        found = {}
+        for job in slurm.list():
+            if job["identity"] in uids:
+                found.setdefault(job["identity"], []).append(str(job["job_id"]))
+        return found
+
+    try:
+        with cpu_burners(150), concurrent.futures.ThreadPoolExecutor(8) as pool:
+            ctx.controller.start()
+            ctx.controller.wait_ready()
+            for index in range(count):
+                pool.submit(ctx.create, "held-%03d" % index, "#!/bin/bash\ntrue\n", pollInterval=poll,
+                            backendOptions={"slurm": {"hold": True}}).add_done_callback(created)
+            time.sleep(2)
+            left = [ctx.controller.kill_alone()]
+            ctx.controller.start()
+            # Again once the first status of its batch is written: the others' jobs exist, unrecorded.
+            wait_for(ctx.items, lambda items: any((i.get("status") or {}).get("jobId") for i in items), timeout=90,
+                     interval=0.2)
+            left.append(ctx.controller.kill_alone())
+            ctx.controller.start()
+            restarted = time.monotonic()
+            existing = jobs_by_identity()
+
+            def without_their_job_id():
+                ids = dict((i["metadata"]["uid"], (i.get("status") or {}).get("jobId")) for i in ctx.items())
+                return sorted(uids[uid] for uid, job_ids in existing.items() if ids.get(uid) not in job_ids)
+
+            wait_for(without_their_job_id, lambda names: not names, timeout=restarted + 2 * poll - time.monotonic(),
+                     interval=0.5)
+            print("%d of %d CRs had a job at the last restart; processes left running by the killed controllers: "
+                  "%s; every job id %.1fs after the last restart" % (len(existing), count, [len(pids) for pids in left],
+                                                                      time.monotonic() - restarted))
+        assert any(left), "the killed controllers left no playbook running: not the case under test"
+        wait_for(jobs_by_identity, lambda found: len(found) == count, timeout=60)
+        found = jobs_by_identity()
+        assert dict((uids[k], v) for k, v in found.items() if len(v) > 1) == {}
+        assert not orphans(ctx.controller), "processes of killed controllers still run"
+    finally:
+        uids.update((item["metadata"]["uid"], item["metadata"]["name"]) for item in ctx.items())
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(slurm.cancel, [job_id for job_ids in jobs_by_identity().values() for job_id in job_ids]))

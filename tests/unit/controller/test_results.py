@@ -72,7 +72,7 @@ def test_items_succeed_one_by_one_and_an_unanswered_one_is_temporary():
     outcomes = results.batch_outcomes("submit", ["u1", "u2"], {"results": [{"identity": "u1", "changed": True, "job": job}]})
     assert outcomes["u1"].kind == DONE
     assert outcomes["u1"].observed == {"job": job, "reachable": True, "submitted": True, "message": "Priority"}
-    assert outcomes["u2"].kind == TEMPORARY and outcomes["u2"].observed["backend_error"]["message"] == "no result"
+    assert outcomes["u2"].kind == TEMPORARY and outcomes["u2"].observed["backend_error"]["type"] == "NoResult"
 
 
 def test_a_cancel_of_a_job_never_submitted_is_cancelled():

@@ -93,6 +93,11 @@ def test_module_result_is_read_from_the_bridge_task_event():
     assert module_result([]) is None
 
 
+def test_a_result_ansible_runner_dropped_is_no_result():
+    # Its callback empties `res` past MAX_EVENT_RES; taken as the module's, it named no job at all.
+    assert module_result([{"event": "runner_on_ok", "event_data": {"task": "Bridge", "res": {}}}]) is None
+
+
 def test_a_failed_module_result_says_so():
     # ansible-runner's runner_on_failed event leaves "failed" out of res (seen with slurmrestd down).
     res = {"msg": "Failed to list jobs: Connection refused", "error": {"kind": "connection"}, "changed": False}
