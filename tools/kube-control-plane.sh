@@ -177,7 +177,8 @@ launch() {
   local name=$1; shift
   mkdir -p "$PID_DIR" "$RUN/log"
   [[ -f $RUN/log/$name.log ]] && mv -f "$RUN/log/$name.log" "$RUN/log/$name.log.1"
-  setsid "$@" </dev/null >"$RUN/log/$name.log" 2>&1 8>&- 9>&- &
+  # In the run dir, not the caller's: a daemon must outlive the directory it was started from.
+  setsid env --chdir="$RUN" "$@" </dev/null >"$RUN/log/$name.log" 2>&1 8>&- 9>&- &
   local pid=$!
   echo "$pid $(starttime "$pid")" >"$PID_DIR/$name.pid"
 }

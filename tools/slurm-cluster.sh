@@ -89,10 +89,13 @@ launch() {
   local name=$1; shift
   mkdir -p "$RUN/pids" "$RUN/log"
   # 8>&- 9>&-: a daemon must not inherit our lock files, or it would hold the locks forever.
+  # A daemon works in the run dir, not in the caller's: slurmrestd 22.05 calls getcwd() on every
+  # submit and drops the connection once that directory is gone (a removed checkout or temp dir).
+  # chroot(1) already changes into the chroot's /.
   if [[ -n $ROOT ]]; then
     setsid chroot "$ROOT" env SLURM_CONF="$CONF" "$@" </dev/null >>"$RUN/log/$name.out" 2>&1 8>&- 9>&- &
   else
-    setsid env SLURM_CONF="$CONF" "$@" </dev/null >>"$RUN/log/$name.out" 2>&1 8>&- 9>&- &
+    setsid env --chdir="$RUN" SLURM_CONF="$CONF" "$@" </dev/null >>"$RUN/log/$name.out" 2>&1 8>&- 9>&- &
   fi
   local pid=$!
   echo "$pid $(starttime "$pid")" >"$RUN/pids/$name.pid"
