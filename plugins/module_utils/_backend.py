@@ -108,7 +108,9 @@ class Backend(object):
 
     NAME = None             # registry key and backend_options namespace: "slurm"
     TITLE = None            # the manager as messages name it: "Slurm"
-    URL_NAME = "URL"        # what `url` points at, for messages: "the slurmrestd URL"
+    # What `url` points at, for messages ("the slurmrestd URL"); None for a backend reached
+    # without one, for which the CRD then does not require url.
+    URL_NAME = "URL"
     CONNECTION = {}         # connection options of this backend beyond COMMON_CONNECTION
     ENV = {}                # option -> environment variables it falls back to, first wins
     # Connection options the controller reads from a BridgeJob's Secret and hands to the module
