@@ -153,7 +153,7 @@ class FaultServer(object):
             line = rfile.readline(65537)
             if line in (b"\r\n", b"\n", b""):
                 break
-            name, _, value = line.decode("latin-1").partition(":")
+            name, _colon, value = line.decode("latin-1").partition(":")
             headers.append((name.strip(), value.strip()))
         length = int(dict((n.lower(), v) for n, v in headers).get("content-length") or 0)
         while length > 0:

@@ -42,7 +42,7 @@ class Executor:
         self.clock = clock
         self.batches = Batches(max_batch, batch_window, clock)
         self.resolver = Resolver(kube)
-        self.writer = Writer(kube, lambda: self.may_act(), self._count, status_writers, event_writers)
+        self.writer = Writer(kube, self._acting, self._count, status_writers, event_writers)
         self.stats = collections.Counter()
         self.release_after_cancel = set()
         self.backends_seen = set()
@@ -57,6 +57,10 @@ class Executor:
             self.stats[name] += amount
 
     # ------------------------------------------------------------------ events and planning
+
+    def _acting(self):
+        # Looked up at each call: main.py replaces may_act with the elector's gate after this.
+        return self.may_act()
 
     def observe(self, kind, obj):
         """A watch event (the watcher's cache already holds `obj`): queue its key."""

@@ -123,10 +123,14 @@ def main(argv=None):
     runner = AnsibleRunner(args.playbook_dir, args.work_dir, collections_path=args.collections_path,
                            rotate_artifacts=args.rotate_artifacts, python=args.python, standby=standby,
                            max_standby=args.max_standby)
+
+    # The watcher's cache is the executor's too, so the handler is bound late: each needs the other.
+    def observe(kind, obj):
+        executor.observe(kind, obj)
+
     # managedFields are half of every object and the controller never reads them (measured: 10,000
-    # cached BridgeJobs take 196 MiB with them, 84 MiB without). The watcher's cache is the
-    # executor's too, so the handler is bound late: each needs the other.
-    watcher = BridgeJobWatcher(client.CustomObjectsApi(api_client), lambda kind, obj: executor.observe(kind, obj),
+    # cached BridgeJobs take 196 MiB with them, 84 MiB without).
+    watcher = BridgeJobWatcher(client.CustomObjectsApi(api_client), observe,
                                namespace=args.namespace, label_selector=args.selector, transform=without_managed_fields)
     executor = Executor(KubeApi(api_client), watcher, runner, queue, max_batch=args.max_batch,
                         batch_window=args.batch_window, status_writers=STATUS_WRITERS, event_writers=EVENT_WRITERS)

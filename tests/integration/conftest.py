@@ -96,7 +96,7 @@ def adhoc_with_env_file(env_file, module, *args):
     }
     command = 'set -a; . "$1"; set +a; shift; exec ansible localhost -m "$@"'
     return subprocess.run(["bash", "-c", command, "adhoc", env_file, module] + list(args),
-                          env=env, capture_output=True, text=True, timeout=120)
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
 def adhoc_result(completed):

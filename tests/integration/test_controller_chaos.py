@@ -419,8 +419,8 @@ def test_restarts_under_load_converge_whatever_predecessors_left_running(setup_2
             wait_for(without_their_job_id, lambda names: not names, timeout=restarted + 2 * poll - time.monotonic(),
                      interval=0.5)
             print("%d of %d CRs had a job at the last restart; processes left running by the killed controllers: "
-                  "%s; every job id %.1fs after the last restart" % (len(existing), count, [len(pids) for pids in left],
-                                                                      time.monotonic() - restarted))
+                  "%s; every job id %.1fs after the last restart"
+                  % (len(existing), count, [len(pids) for pids in left], time.monotonic() - restarted))
         assert any(left), "the killed controllers left no playbook running: not the case under test"
         wait_for(jobs_by_identity, lambda found: len(found) == count, timeout=60)
         found = jobs_by_identity()

@@ -48,4 +48,3 @@ def test_a_wrong_server_is_a_malformed_response_naming_the_endpoint(tmp_path, se
     assert "answered" in result["msg"] and server.url in result["msg"]
     assert "Traceback" not in output and "is not iterable" not in output
     assert TOKEN not in output
-
