@@ -23,7 +23,7 @@ import json
 import re
 import shlex
 import time
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 from xml.sax.saxutils import escape
 
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
@@ -555,7 +555,7 @@ def normalize_host(native):
     if name is None:
         raise KeyError("a host without hostName")
     static = dict((_text(item.get("name")), item.get("value"))
-                  for item in records(native.get("staticResources"), "staticResource", "staticResources"))
+                  for item in records(native.get("staticResources") or "", "staticResource", "staticResources"))
     status = _text(native.get("hostStatus", native.get("status"))) or "unknown"
     return {
         "name": name,
@@ -759,19 +759,27 @@ class LsfClient(Backend):
         return newest_by_identity(self.list(identities=identities), self.warnings)
 
     def cancel(self, job_id):
-        """Kill a job: POST /ws/jobs/kill (form ids=); where that is not served (404, 405, 501
-        without a PAC message), bkill through POST /ws/userCmd. A finished job stays as it is."""
+        """Kill a job: POST /ws/jobs/kill (form ids=); where that endpoint is not served (404, 405
+        or 501 without a "no such job" message), bkill through POST /ws/userCmd. A finished job
+        stays as it is."""
         try:
-            message = self._call("POST", "/ws/jobs/kill", "cancel", "job", job_id, parse=_message,
-                                 content=("ids=%s" % job_id).encode(), idempotent=True,
-                                 content_type="application/x-www-form-urlencoded")
-        except (NotFound, ServerError) as exc:
-            if exc.status not in (404, 405, 501) or _BKILL_NO_JOB.search(exc.reason):
-                raise
-            command = "<UserCmd><cmd>bkill %s</cmd></UserCmd>" % escape(job_id)
-            message = self._call("POST", "/ws/userCmd", "cancel", "job", job_id, parse=_message,
-                                 content=command.encode(), content_type="application/xml", idempotent=True)
-        _bkill_outcome(message, job_id, self.url)
+            try:
+                message = self._call("POST", "/ws/jobs/kill", "cancel", "job", job_id, parse=_message,
+                                     content=("ids=%s" % job_id).encode(), idempotent=True,
+                                     content_type="application/x-www-form-urlencoded")
+            except (NotFound, ServerError) as exc:
+                if exc.status not in (404, 405, 501) or _BKILL_NO_JOB.search(exc.reason):
+                    raise
+                command = "<UserCmd><cmd>bkill %s</cmd></UserCmd>" % escape(job_id)
+                message = self._call("POST", "/ws/userCmd", "cancel", "job", job_id, parse=_message,
+                                     content=command.encode(), content_type="application/xml", idempotent=True)
+        except (Rejected, ServerError) as exc:
+            # Some refusals of a kill only say the job has finished, which is what cancel wants.
+            if _BKILL_FINISHED.search(exc.reason):
+                return
+            raise
+        if message and _BKILL_NO_JOB.search(message):
+            raise NotFound(message, "cancel", "job", job_id, MANAGER, self.url)
 
     def queues(self):
         return self._call("GET", "/ws/queues", "list", "queues",
@@ -794,13 +802,7 @@ class LsfClient(Backend):
 # bkill's (and PAC's) words for a job id LSF does not know; "Not Found" alone is the HTTP reason
 # phrase of an endpoint that is not there.
 _BKILL_NO_JOB = re.compile(r"no matching job|job <?\d+(\[\d+\])?>?:? (is )?not found|no such job", re.IGNORECASE)
-
-
-def _bkill_outcome(message, job_id, url):
-    """bkill's answer: "Job <1> is being terminated", "Job has already finished" (both fine), or
-    "No matching job found"."""
-    if message and _BKILL_NO_JOB.search(message):
-        raise NotFound(message, "cancel", "job", job_id, MANAGER, url)
+_BKILL_FINISHED = re.compile(r"already finished", re.IGNORECASE)
 
 
 def token_expiry(token):

@@ -555,6 +555,14 @@ def test_bkill_of_a_finished_job_is_fine_and_of_an_unknown_one_not_found():
         client.cancel("8")
 
 
+@pytest.mark.parametrize("refusal", [(500, XML_ERROR % "Job &lt;7&gt;: Job has already finished"),
+                                     (400, {"message": "Job <7>: Job has already finished"})])
+def test_kill_of_a_finished_job_is_no_error(refusal):
+    client, pac = client_for(route("/ws/jobs/kill", refusal, "POST"))
+    client.cancel("7")
+    assert "POST /ws/userCmd" not in pac.paths()
+
+
 def test_kill_of_an_unknown_job_does_not_fall_back():
     client, pac = client_for(route("/ws/jobs/kill", (404, XML_ERROR % "Job &lt;8&gt;: No matching job found"), "POST"))
     with pytest.raises(NotFound):
@@ -573,18 +581,20 @@ XML_QUEUES = """<queues total="3">
 
 def test_queues_and_hosts():
     routes = route("/ws/queues", (200, XML_QUEUES))
-    routes[("GET", "/platform/ws/hosts")] = (200, {"@total": "1", "host": {
-        "hostName": "h1", "hostStatus": "ok", "maxCpus": "8", "maxMem": "15.5 G",
-        "staticResources": {"staticResource": [{"name": "hostModel", "value": "X86_64"}]}}})
+    routes[("GET", "/platform/ws/hosts")] = (200, {"@total": "2", "host": [
+        {"hostName": "h1", "hostStatus": "ok", "maxCpus": "8", "maxMem": "15.5 G",
+         "staticResources": {"staticResource": [{"name": "hostModel", "value": "X86_64"}]}},
+        {"hostName": "h2", "hostStatus": "unavail"}]})
     client, _pac = client_for(routes)
     inventory = client.inventory()
     normal, long_queue, closed = inventory["queues"]
     assert (normal["max_slots"], normal["run_limit_minutes"], normal["memory_limit_mb"]) == (8, 60, 4096)
     assert (normal["pending"], normal["running"], normal["open"], normal["active"]) == (1, 2, True, True)
     assert long_queue["run_limit_minutes"] == 1440 and not closed["open"] and not closed["active"]
-    host = inventory["hosts"][0]
+    host, down = inventory["hosts"]
     assert (host["name"], host["ncpus"], host["max_memory_mb"], host["model"], host["usable"]) == (
         "h1", 8, 15872, "X86_64", True)
+    assert (down["status"], down["usable"], down["ncpus"]) == ("unavail", False, None)
 
 
 @pytest.mark.parametrize("params, field", [
