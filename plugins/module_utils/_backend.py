@@ -248,6 +248,15 @@ def newer(job, other):
     return natural_key(job.get("job_id")) > natural_key(other.get("job_id"))
 
 
+def select(jobs, identities=None, name=None, phases=None):
+    """The jobs carrying one of `identities`, named `name`, in one of `phases` (None: any)."""
+    wanted = None if identities is None else set(identities)
+    return [job for job in jobs
+            if (wanted is None or job["identity"] in wanted)
+            and (name is None or job["name"] == name)
+            and (not phases or job["phase"] in phases)]
+
+
 def newest_by_identity(jobs, warnings=None):
     """{identity: job} of jobs carrying a Bridge identity; where several do, the newest wins.
 

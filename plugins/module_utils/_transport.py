@@ -102,9 +102,12 @@ class Transport:
     def close(self):
         self.http.close()
 
-    def request(self, method, path, params=None, json=None, content=None, idempotent=None, verb="call", obj=None,
-                ident=None):
+    def request(self, method, path, params=None, json=None, content=None, headers=None, idempotent=None, verb="call",
+                obj=None, ident=None):
         """Send one request; returns the httpx response whatever its status.
+
+        `headers` add to (or replace) the client's for this request only: a raw body's
+        Content-Type, a session cookie that changes when the client logs on again.
 
         Raises ConnectionFailed or Timeout when no response arrived. The caller interprets the
         status and body, because each manager reports errors its own way.
@@ -118,7 +121,8 @@ class Transport:
             last = attempt == attempts
             try:
                 self.requests_sent += 1
-                response = self.http.request(method, path, params=params, json=json, content=content)
+                response = self.http.request(method, path, params=params, json=json, content=content,
+                                             headers=headers)
             except httpx.TimeoutException as exc:
                 if last:
                     raise Timeout(self._describe(exc), verb, obj, ident, self.manager, url)

@@ -23,6 +23,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     json_of,
     newest_by_identity,
     rfc3339,
+    select,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
@@ -775,15 +776,6 @@ def _endpoint(response):
         return "%s %s" % (response.request.method, response.request.url.path)
     except RuntimeError:  # a response built by hand (unit tests) has no request
         return "the request"
-
-
-def select(jobs, identities=None, name=None, phases=None):
-    """The jobs carrying one of `identities`, named `name`, in one of `phases` (None: any)."""
-    wanted = None if identities is None else set(identities)
-    return [job for job in jobs
-            if (wanted is None or job["identity"] in wanted)
-            and (name is None or job["name"] == name)
-            and (not phases or job["phase"] in phases)]
 
 
 def _jobs(body):
