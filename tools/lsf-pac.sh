@@ -46,9 +46,9 @@ settings() {
 }
 
 password() {
-  local f=$RUN/password.$1
-  [[ -s $f ]] || (umask 077; od -An -tx1 -N12 /dev/urandom | tr -d ' \n' >"$f")
-  cat "$f"
+  local file=$RUN/password.$1
+  [[ -s $file ]] || (umask 077; od -An -tx1 -N12 /dev/urandom | tr -d ' \n' >"$file")
+  cat "$file"
 }
 
 # ws/ping needs no token (docs external-apis.md §2.1).

@@ -74,7 +74,8 @@ def submit_body(params, files=(), boundary="OUTER", inner="INNER", app="generic"
     return b"".join(out)
 
 
-def submit(sim, cookie, command, extra="", files=(), accept=JSON, **params):
+def submit(sim, cookie, command, extra="", files=(), accept=None, **params):
+    accept = JSON if accept is None else accept
     body = submit_body(dict(COMMANDTORUN=command, EXTRA_PARAMS=extra, **params), files)
     return httpx.post(sim.url + "ws/jobs/submit", content=body,
                       headers={**cookie, **accept, "Content-Type": "multipart/mixed; boundary=OUTER"})
@@ -195,6 +196,13 @@ def test_queue_runlimit_applies_and_caps_the_job(sim):
     assert wait_for(sim, cookie, job_id, {"DONE", "EXIT"})["exitInfo"] == "TERM_RUNLIMIT"
 
 
+def test_memory_limit_kills_with_term_memlimit(sim):
+    cookie = logon(sim)
+    hog = "python3 -c 'import time; b = bytearray(80 << 20); time.sleep(30)'"
+    done = wait_for(sim, cookie, submitted(sim, cookie, hog, "-M 20"), {"DONE", "EXIT"})
+    assert (done["jobStatus"], done["exitInfo"]) == ("EXIT", "TERM_MEMLIMIT") and int(done["mem"]) > 20
+
+
 def test_kill_gives_term_owner_and_a_second_kill_is_refused(sim):
     cookie = logon(sim)
     job_id = submitted(sim, cookie, "sleep 30")
@@ -231,6 +239,8 @@ def test_refusals_unknown_queue_closed_queue_bad_multipart_other_app(sim):
                        (submit_body({"COMMANDTORUN": "true", "F": ("missing.sh,upload", "file")}), None)):
         response = httpx.post(sim.url + "ws/jobs/submit", content=bad, headers={**headers, **({"Content-Type": ctype} if ctype else {})})
         assert response.status_code == 400 and response.json()["message"], (bad[:40], ctype)
+    chunked = httpx.post(sim.url + "ws/jobs/submit", content=iter([body]), headers=headers)
+    assert chunked.status_code == 411 and chunked.json()["message"]
 
 
 # -- queries ---------------------------------------------------------------------------------
@@ -312,8 +322,8 @@ def test_bridge_operator_lsf_pod_sequence(sim):
     for name, value in params.items():
         body += "--%s\r\nContent-Disposition: form-data; name=\"%s\"\r\n%s<AppParam><id>%s</id><value>%s</value><type></type></AppParam>\r\n" % (
             inner, name, head, name, value)
-    body += "--%s\r\nContent-Disposition: form-data; name=\"script\"\r\n%s<AppParam><id>script</id><value>script,upload</value><type>file</type></AppParam>\r\n" % (
-        outer, head)
+    body += ("--%s\r\nContent-Disposition: form-data; name=\"script\"\r\n%s"
+             "<AppParam><id>script</id><value>script,upload</value><type>file</type></AppParam>\r\n" % (outer, head))
     body += "--%s--\r\n" % inner
     body += ("--%s\r\nContent-Disposition: form-data; name=\"script\"\r\nContent-Type: application/octet-stream\r\n"
              "Content-ID: <script>\r\nContent-Transfer-Encoding: 8bit\r\n\r\n#!/bin/sh\r\necho pod says hi\r\n\r\n--%s--" % (outer, outer))
