@@ -750,7 +750,6 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-
     def _body(self):
         # Docs silent on chunked requests; the clients seen send Content-Length. The simulator reads
         # bodies by Content-Length only and refuses chunked ones (411) and closes the connection.
