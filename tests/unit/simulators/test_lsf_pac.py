@@ -134,11 +134,11 @@ def test_missing_or_raw_quoted_token_is_403_with_pac_error_body(sim):
 
 
 def test_expired_token_is_403_then_a_new_logon_works(tmp_path_factory):
-    short = start(tmp_path_factory, token_ttl=0.3)
+    short = start(tmp_path_factory, token_ttl=0.6)
     try:
         cookie = logon(short)
         assert httpx.get(short.url + "ws/queues", headers=cookie).status_code == 200
-        time.sleep(0.4)
+        time.sleep(0.7)
         expired = httpx.get(short.url + "ws/queues", headers={**cookie, **JSON})
         assert expired.status_code == 403 and "expired" in expired.json()["message"]
         assert httpx.get(short.url + "ws/queues", headers=logon(short)).status_code == 200
@@ -215,6 +215,20 @@ def test_kill_gives_term_owner_and_a_second_kill_is_refused(sim):
     assert again.status_code == 400 and "already finished" in again.json()["message"]
 
 
+def test_slots_queue_job_slot_limit_keeps_the_next_job_pending_until_slots_free(sim):
+    cookie = logon(sim)
+    first = submitted(sim, cookie, "sleep 30", "-n 4")
+    wait_for(sim, cookie, first, {"RUN"})
+    second = submitted(sim, cookie, "true", "-n 2")
+    time.sleep(0.2)
+    pending = job(sim, cookie, second)
+    assert (pending["jobStatus"], pending["pendReason"]) == ("PEND", "The queue has reached its job slot limit")
+    normal = httpx.get(sim.url + "ws/queues?names=normal", headers={**cookie, **JSON}).json()["queue"]
+    assert (normal["numRun"], normal["numPend"]) == ("4", "2")
+    httpx.post(sim.url + "ws/jobs/kill", data={"ids": str(first)}, headers=cookie)
+    assert wait_for(sim, cookie, second, {"DONE"})["jobStatus"] == "DONE"
+
+
 def test_inactive_queue_keeps_the_job_pending_with_a_reason(sim):
     cookie = logon(sim)
     job_id = submitted(sim, cookie, "true", "-q inactive")
@@ -276,12 +290,12 @@ def test_queues_and_hosts(sim):
 
 
 def test_clean_period_forgets_finished_jobs(tmp_path_factory):
-    short = start(tmp_path_factory, clean_period=0.4)
+    short = start(tmp_path_factory, clean_period=1.0)
     try:
         cookie = logon(short)
         job_id = submitted(short, cookie, "true")
         assert wait_for(short, cookie, job_id, {"DONE"})["jobStatus"] == "DONE"
-        time.sleep(0.6)
+        time.sleep(1.1)
         assert httpx.get(short.url + "ws/jobs/%d" % job_id, headers=cookie).status_code == 404
     finally:
         short.stop()
