@@ -1,0 +1,1022 @@
+"""A SIMULATOR of IBM Spectrum LSF Application Center (PAC) web services, for Bridge's tests.
+
+It is not PAC and not LSF: a stdlib HTTP server on 127.0.0.1 that speaks the PAC protocol as the
+shared docs describe it (docs external-apis.md §2, quantum-lsf.md §B) and really runs the submitted
+scripts as local processes of the current user. Every behaviour names the IBM doc page it follows
+("IBM: <page>", pages of "LSF Application Center 10.2 - RESTful web service reference") or the
+third-party client it was read from; "docs silent" marks a choice of this simulator.
+
+    python tests/simulators/lsf_pac.py --port 0 --state-dir DIR --users alice:secret
+    with LsfPacSimulator(state_dir, users={"alice": "secret"}) as sim: ... sim.url ...
+
+Only paths under /platform (PAC's default context root, external-apis.md §2) are served.
+"""
+
+import argparse
+import base64
+import collections
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from xml.etree import ElementTree
+
+ROOT = "/platform"
+JSON_TYPE = "application/json"
+XML_TYPE = "application/xml"
+# LSF reports memory limits in LSF_UNIT_FOR_LIMITS; docs silent on the site value, the simulator uses MB.
+UNIT_FOR_LIMITS = "MB"
+
+# IBM: LSF admin guide "About job states"; PAC's ws API carries the bjobs short names (external-apis.md §2.6).
+PEND, RUN, DONE, EXIT = "PEND", "RUN", "DONE", "EXIT"
+# The legacy pacclient API shows long names (lsf-faas lsflib.py reads <status>Done|Exit</status>).
+LONG_STATUS = {PEND: "Pending", RUN: "Running", DONE: "Done", EXIT: "Exit"}
+
+# LSF pending reasons and termination reasons (lsbatch.h TERM_* names); texts follow bjobs -l output.
+REASON_QUEUE_INACTIVE = "The queue is inactivated by the administrator"
+REASON_QUEUE_SLOTS = "The queue has reached its job slot limit"
+REASON_HOST_SLOTS = "Not enough job slot(s)"
+
+DEFAULT_QUEUES = {
+    # normal: the default queue, open and active, no limits but its slots.
+    "normal": {"status": "Open:Active", "slots": 4, "priority": 30, "default": True,
+               "description": "For normal low priority jobs, running only if hosts are lightly loaded."},
+    # short: RUNLIMIT 1 minute and MEMLIMIT 256 MB, 2 slots.
+    "short": {"status": "Open:Active", "slots": 2, "priority": 40, "runlimit": 1, "memlimit": 256,
+              "description": "Short jobs: run limit 1 minute, memory limit 256 MB."},
+    # inactive (badmin qinact): accepts jobs that then pend forever with a pending reason.
+    "inactive": {"status": "Open:Inact", "slots": 4, "priority": 20,
+                 "description": "Inactivated by the administrator: jobs stay pending."},
+    # closed (badmin qclose): refuses new jobs.
+    "closed": {"status": "Closed:Inact", "slots": 4, "priority": 20,
+               "description": "Closed by the administrator: no new jobs."},
+}
+
+
+class PacError(Exception):
+    """An error PAC answers with: HTTP status and message (rendered as <error><message> or JSON message)."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def utc(ts):
+    # Docs silent on the time format of startTime/endTime; the token's own format (IBM: "Log on (POST)"
+    # example u"2015-12-08T14:35:51Z") is used for all times.
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# XML and JSON rendering: JSON mirrors the XML element names (external-apis.md §2), attributes as
+# "@name" (the Bridge Operator's LSF pod reads "@total"), every value a string.
+# ---------------------------------------------------------------------------------------------
+def to_element(tag, value):
+    element = ElementTree.Element(tag)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key.startswith("@"):
+                element.set(key[1:], str(item))
+            elif isinstance(item, list):
+                element.extend(to_element(key, one) for one in item)
+            else:
+                element.append(to_element(key, item))
+    elif value is not None:
+        element.text = str(value)
+    return element
+
+
+def to_json_value(value):
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if isinstance(item, list):
+                # Docs silent; JSON mapped from XML (Jersey) gives one element as an object and
+                # several as an array: the pod reads "job" as an object for one id.
+                if not item:
+                    continue
+                item = to_json_value(item[0]) if len(item) == 1 else [to_json_value(i) for i in item]
+                out[key] = item
+            else:
+                out[key] = to_json_value(item)
+        return out
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+class Reply(object):
+    """What a handler answers: a root element name, its content and the HTTP status."""
+
+    def __init__(self, root, content, status=200, raw_json=None):
+        self.root, self.content, self.status, self.raw_json = root, content, status, raw_json
+
+    def render(self, want_json):
+        if want_json:
+            payload = self.raw_json if self.raw_json is not None else to_json_value(self.content)
+            if not isinstance(self.content, dict) and self.raw_json is None:
+                payload = {self.root: self.content}
+            return JSON_TYPE, json.dumps(payload).encode()
+        body = ElementTree.tostring(to_element(self.root, self.content), encoding="unicode")
+        return XML_TYPE, ('<?xml version="1.0" encoding="UTF-8"?>' + body).encode()
+
+
+def error_reply(status, message):
+    # IBM: "Log on (POST)" and the other ws pages: errors are <error><message>..</message></error>;
+    # JSON {"message": ..} when JSON was asked for (external-apis.md §2.1, §2.2).
+    return Reply("error", {"message": message}, status, raw_json={"message": message})
+
+
+def legacy_error(message, status=200):
+    # Legacy pacclient API: errors in <errMsg> with HTTP 200 (lsf-faas lsflib.py reads errMsg on 200).
+    return Reply("errMsg", message, status)
+
+
+# ---------------------------------------------------------------------------------------------
+# Multipart (IBM: "Submit a job (POST)": nested multipart/mixed, external-apis.md §2.2)
+# ---------------------------------------------------------------------------------------------
+def boundary_of(content_type):
+    match = re.search(r'boundary="?([^";]+)"?', content_type or "")
+    return match.group(1).encode() if match else None
+
+
+def split_multipart(body, boundary, require_close=True):
+    """Parts (headers dict with lower-case names, payload bytes) of a multipart body; payloads are
+    byte-exact (the CRLF before a delimiter belongs to the delimiter, RFC 2046)."""
+    delim = b"--" + boundary
+    if body.startswith(delim):
+        pos = 0
+    else:
+        pos = body.find(b"\r\n" + delim)
+        if pos < 0:
+            raise PacError(400, "Bad multipart request: no part delimited by boundary %s" % boundary.decode())
+        pos += 2
+    parts = []
+    while True:
+        pos += len(delim)
+        if body[pos:pos + 2] == b"--":
+            return parts
+        eol = body.find(b"\r\n", pos)
+        if eol < 0:
+            raise PacError(400, "Bad multipart request: truncated part")
+        start = eol + 2
+        end = body.find(b"\r\n" + delim, start)
+        if end < 0:
+            if require_close:
+                raise PacError(400, "Bad multipart request: no closing delimiter --%s--" % boundary.decode())
+            # The Bridge Operator's LSF pod writes its file AppParams with the outer boundary, which
+            # leaves the inner data part without its close delimiter; PAC accepted that pod's requests.
+            parts.append(parse_part(body[start:].rstrip(b"\r\n")))
+            return parts
+        parts.append(parse_part(body[start:end]))
+        pos = end + 2
+
+
+def parse_part(raw):
+    if raw.startswith(b"\r\n"):
+        head, payload = b"", raw[2:]
+    else:
+        cut = raw.find(b"\r\n\r\n")
+        if cut < 0:
+            raise PacError(400, "Bad multipart request: a part has no header end")
+        head, payload = raw[:cut], raw[cut + 4:]
+    headers = {}
+    for line in head.decode("utf-8", "replace").split("\r\n"):
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise PacError(400, "Bad multipart request: malformed part header %r" % line[:80])
+        headers[name.strip().lower()] = value.strip()
+    return headers, payload
+
+
+def disposition(headers, key):
+    match = re.search(r'\b%s="([^"]*)"' % key, headers.get("content-disposition", ""))
+    return match.group(1) if match else None
+
+
+def parse_app_param(payload):
+    # <AppParam><id>NAME</id><value>V</value><type>[file]</type></AppParam> (IBM: "Submit a job (POST)").
+    match = re.search(rb"<AppParam>.*</AppParam>", payload, re.S)
+    if not match:
+        raise PacError(400, "Bad multipart request: a parameter part holds no <AppParam>")
+    try:
+        element = ElementTree.fromstring(match.group(0))
+    except ElementTree.ParseError as exc:
+        raise PacError(400, "Bad multipart request: AppParam is not XML (%s)" % exc)
+    return {child: (element.findtext(child) or "") for child in ("id", "value", "type")}
+
+
+def parse_submission(content_type, body):
+    """AppName, the AppParams by id and the attached files by every name they may be referred by."""
+    if not (content_type or "").lower().startswith("multipart/mixed"):
+        raise PacError(400, "Bad request: Content-Type must be multipart/mixed, not %r" % content_type)
+    boundary = boundary_of(content_type)
+    if not boundary:
+        raise PacError(400, "Bad multipart request: Content-Type has no boundary")
+    app_name, params, files = None, {}, {}
+    for headers, payload in split_multipart(body, boundary):
+        name = disposition(headers, "name")
+        ctype = headers.get("content-type", "").lower()
+        if name == "AppName":
+            app_name = payload.decode("utf-8").strip()
+        elif ctype.startswith("multipart/mixed"):
+            inner = boundary_of(ctype and headers["content-type"])
+            if not inner:
+                raise PacError(400, "Bad multipart request: the data part has no boundary")
+            for inner_headers, inner_payload in split_multipart(payload, inner, require_close=False):
+                param = parse_app_param(inner_payload)
+                params[param["id"]] = param
+        elif ctype.startswith("application/xml") or ctype.startswith("text/xml"):
+            param = parse_app_param(payload)
+            params[param["id"]] = param
+        else:
+            # A file attachment (Content-Type application/octet-stream, Content-ID <f>); referred to by
+            # its file name, its part name or its Content-ID.
+            filename = disposition(headers, "filename") or name
+            if not filename:
+                raise PacError(400, "Bad multipart request: an attachment has no name")
+            content_id = urllib.parse.unquote(headers.get("content-id", "").strip("<>"))
+            for key in {filename, name, content_id} - {None, ""}:
+                files[key] = (os.path.basename(filename), payload)
+    if not app_name:
+        raise PacError(400, "Bad multipart request: no AppName part")
+    return app_name, params, files
+
+
+# ---------------------------------------------------------------------------------------------
+# bsub options (EXTRA_PARAMS of the generic template, external-apis.md §2.2)
+# ---------------------------------------------------------------------------------------------
+# Options that take a value and are stored, and options accepted and ignored (no effect here).
+BSUB_VALUE_OPTIONS = {"-q", "-n", "-W", "-M", "-R", "-P", "-J", "-Jd", "-o", "-oo", "-e", "-eo", "-cwd",
+                      "-env", "-gpu", "-G", "-g", "-sla", "-app", "-w", "-m", "-u", "-L", "-We", "-c",
+                      "-nnodes", "-sp", "-ptl", "-E", "-Ep", "-alloc_flags", "-outdir", "-v", "-S"}
+BSUB_FLAGS = {"-x", "-B", "-N", "-r", "-rn", "-I", "-K", "-H"}
+
+
+def parse_bsub(extra):
+    try:
+        words = shlex.split(extra)
+    except ValueError as exc:
+        raise PacError(400, "Bad EXTRA_PARAMS %r: %s" % (extra, exc))
+    options = {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in BSUB_FLAGS:
+            options[word] = True
+        elif word in BSUB_VALUE_OPTIONS:
+            if i + 1 >= len(words):
+                raise PacError(400, "bsub: option %s needs a value. Job not submitted." % word)
+            i += 1
+            options[word] = words[i]
+        else:
+            raise PacError(400, "bsub: illegal option -- %s. Job not submitted." % word.lstrip("-"))
+        i += 1
+    return options
+
+
+def parse_runlimit(text):
+    # bsub -W [hour:]minute (LSF bsub reference; docs external-apis.md §2.2 name -W "runtime").
+    match = re.fullmatch(r"(?:(\d+):)?(\d+)", text.strip())
+    if not match:
+        raise PacError(400, "%s: Bad RUNLIMIT specification. Job not submitted." % text)
+    return int(match.group(1) or 0) * 60 + int(match.group(2))
+
+
+def parse_env(spec, base):
+    # bsub -env "none" | "all[, ~name][, name=value]" | "name=value[, ...]" (LSF bsub -env reference;
+    # not in the shared docs). Bare names would copy the submitter's value: there is none here.
+    env = dict(base)
+    for item in [s.strip() for s in spec.split(",") if s.strip()]:
+        if item == "none":
+            env = {}
+        elif item == "all":
+            continue
+        elif item.startswith("~"):
+            env.pop(item[1:], None)
+        elif "=" in item:
+            name, value = item.split("=", 1)
+            env[name.strip()] = value
+    return env
+
+
+# ---------------------------------------------------------------------------------------------
+# The cluster: queues, one host, jobs that run as local processes
+# ---------------------------------------------------------------------------------------------
+class Job(object):
+    def __init__(self, job_id, user, **fields):
+        self.id = job_id
+        self.user = user
+        self.status = PEND
+        self.pend_reason = ""
+        self.submit_time = time.time()
+        self.start_time = self.end_time = None
+        self.exit_status = None
+        self.exit_info = ""
+        self.process = None
+        self.kill_reason = None
+        self.kill_deadline = None
+        self.max_mem_mb = 0
+        self.__dict__.update(fields)
+
+
+class Cluster(object):
+    def __init__(self, state_dir, queues=None, host_slots=4, minute_seconds=60.0, clean_period=3600.0,
+                 kill_grace=1.0, tick=0.1):
+        self.state_dir = os.path.abspath(state_dir)
+        self.spool = os.path.join(self.state_dir, "spool")
+        os.makedirs(self.spool, exist_ok=True)
+        self.queues = {name: dict(q) for name, q in (queues or DEFAULT_QUEUES).items()}
+        self.host = socket.gethostname()
+        self.host_slots = host_slots
+        self.minute = float(minute_seconds)
+        self.clean_period = float(clean_period)
+        self.kill_grace = kill_grace
+        self.tick = tick
+        self.jobs = collections.OrderedDict()
+        self.next_id = 1
+        self.lock = threading.RLock()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="lsf-pac-scheduler", daemon=True)
+
+    # -- submit ------------------------------------------------------------------------------
+    def default_queue(self):
+        # DEFAULT_QUEUE (lsb.params); a queues file without a default falls back to its first queue.
+        return next((name for name, q in self.queues.items() if q.get("default")), next(iter(self.queues)))
+
+    def submit(self, user, app_name, params, files):
+        # IBM: "Submit a job (POST)": jobs go through a published application template; this
+        # simulator publishes only the built-in "generic" one.
+        if app_name.split(":")[0] != "generic":
+            raise PacError(400, "Application %s is not published. Only generic is available." % app_name)
+        values = {pid: p["value"] for pid, p in params.items() if p["type"] != "file"}
+        command = values.get("COMMANDTORUN", "").strip()
+        if not command:
+            raise PacError(400, "COMMANDTORUN is required by the generic template.")
+        options = parse_bsub(values.get("EXTRA_PARAMS", ""))
+        # Template parameters of the generic template (external-apis.md §2.2, quantum-lsf.md §B2);
+        # docs silent on a clash with EXTRA_PARAMS: EXTRA_PARAMS comes last on the bsub line and wins.
+        for pid, option in (("JOB_NAME", "-J"), ("OUTPUT_FILE", "-o"), ("ERROR_FILE", "-e"), ("QUEUE", "-q")):
+            if values.get(pid) and option not in options:
+                options[option] = values[pid]
+        if "-W" not in options and (values.get("RUNLIMITHOUR") or values.get("RUNLIMITMINUTE")):
+            try:
+                options["-W"] = str(int(values.get("RUNLIMITHOUR") or 0) * 60 + int(values.get("RUNLIMITMINUTE") or 0))
+            except ValueError:
+                raise PacError(400, "RUNLIMITHOUR and RUNLIMITMINUTE must be integers.")
+        queue_name = options.get("-q") or self.default_queue()
+        queue = self.queues.get(queue_name)
+        # LSF bsub: an unknown queue refuses the job with "<q>: No such queue. Job not submitted."
+        if queue is None:
+            raise PacError(400, "%s: No such queue. Job not submitted." % queue_name)
+        if queue["status"].startswith("Closed"):
+            raise PacError(400, "%s: Queue has been closed. Job not submitted." % queue_name)
+        try:
+            slots = int(options.get("-n", "1").split(",")[-1])
+            mem = int(options["-M"]) if "-M" in options else None
+        except ValueError:
+            raise PacError(400, "Bad -n or -M value. Job not submitted.")
+        runlimit = parse_runlimit(options["-W"]) if "-W" in options else queue.get("runlimit")
+        # LSF: a job limit above the queue's hard limit is refused ("Cannot exceed queue's hard limit(s)").
+        if (queue.get("runlimit") and runlimit > queue["runlimit"]) or (
+                queue.get("memlimit") and mem and mem > queue["memlimit"]):
+            raise PacError(400, "Cannot exceed queue's hard limit(s). Job not submitted.")
+        memlimit = mem or queue.get("memlimit")
+        uploads = []
+        for pid, p in params.items():
+            if p["type"] != "file":
+                continue
+            # File parameters: "path,upload|copy|link", several joined with ";" (IBM: "Submit a job
+            # (POST)"); lsf-faas joins several with "#" before this step. Only upload is simulated.
+            for item in [s for s in p["value"].split(";") if s]:
+                path, how = (item.split(",", 1) + [""])[:2]
+                if how != "upload":
+                    raise PacError(400, "File parameter %s: only upload is simulated, not %r" % (pid, how))
+                found = files.get(path) or files.get(os.path.basename(path))
+                if found is None:
+                    raise PacError(400, "Bad multipart request: file %s of parameter %s is not attached" % (path, pid))
+                uploads.append(found)
+        with self.lock:
+            job_id = self.next_id
+            self.next_id += 1
+            job_dir = os.path.join(self.spool, user, str(job_id))
+            cwd = os.path.abspath(os.path.join(job_dir, options["-cwd"])) if "-cwd" in options else job_dir
+            job = Job(job_id, user, command=command, queue=queue_name, name=options.get("-J", command[:60]),
+                      description=options.get("-Jd", ""), project=options.get("-P", "default"),
+                      slots=slots, runlimit=runlimit, memlimit=memlimit, cwd=cwd, job_dir=job_dir,
+                      options=options)
+            os.makedirs(job_dir, exist_ok=True)
+            # bsub -cwd: docs silent on a missing directory; the simulator creates it.
+            os.makedirs(cwd, exist_ok=True)
+            # Uploaded files land in the job's working directory, so a command may name them
+            # relatively (lsf-faas runs "python3 lsf_faas.py", the pod "`pwd`/script"); docs silent.
+            # Mode 0644: the pod chmods its script before running it.
+            for filename, payload in uploads:
+                with open(os.path.join(cwd, filename), "wb") as handle:
+                    handle.write(payload)
+            self.jobs[job_id] = job
+        return job
+
+    # -- scheduling and process supervision ---------------------------------------------------
+    def start(self):
+        self.thread.start()
+
+    def _loop(self):
+        while not self.stopping.wait(self.tick):
+            with self.lock:
+                self._dispatch()
+                self._supervise()
+                self._forget()
+
+    def _used(self, queue=None):
+        return sum(j.slots for j in self.jobs.values() if j.status == RUN and queue in (None, j.queue))
+
+    def _dispatch(self):
+        for job in [j for j in self.jobs.values() if j.status == PEND]:
+            queue = self.queues[job.queue]
+            if queue["status"].endswith("Inact"):
+                job.pend_reason = REASON_QUEUE_INACTIVE
+            elif self._used(job.queue) + job.slots > queue.get("slots", self.host_slots):
+                job.pend_reason = REASON_QUEUE_SLOTS
+            elif self._used() + job.slots > self.host_slots:
+                job.pend_reason = REASON_HOST_SLOTS
+            else:
+                self._run(job)
+
+    def _run(self, job):
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/"),
+               "USER": job.user, "LOGNAME": job.user, "LANG": os.environ.get("LANG", "C.UTF-8")}
+        env = parse_env(job.options.get("-env", "all"), env)
+        # Variables LSF sets in every job (LSF "Environment variables set for job execution").
+        env.update(LSB_JOBID=str(job.id), LSB_JOBNAME=job.name, LSB_QUEUE=job.queue, LS_SUBCWD=job.cwd,
+                   LSB_HOSTS=" ".join([self.host] * job.slots), LSB_DJOB_NUMPROC=str(job.slots))
+
+        def path(option_pair, default):
+            name = next((job.options[o] for o in option_pair if o in job.options), None)
+            if name is None:
+                return default, "ab"
+            name = name.replace("%J", str(job.id)).replace("%I", "0")
+            # -oo/-eo overwrite, -o/-e append (LSF bsub reference).
+            return os.path.join(job.cwd, name), ("wb" if option_pair[0] in job.options else "ab")
+
+        # Without -o, LSF mails the output; the simulator keeps it in the job dir. Without -e,
+        # stderr goes where stdout goes (LSF bsub -o). No LSF job report is appended to -o.
+        out_path, out_mode = path(("-oo", "-o"), os.path.join(job.job_dir, "output"))
+        err_path, err_mode = path(("-eo", "-e"), None)
+        job.outfile, job.errfile = out_path, err_path or ""
+        try:
+            with open(out_path, out_mode) as out:
+                err = open(err_path, err_mode) if err_path else subprocess.STDOUT
+                try:
+                    job.process = subprocess.Popen(["/bin/sh", "-c", job.command], cwd=job.cwd, env=env,
+                                                   stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                                   start_new_session=True)
+                finally:
+                    if err_path:
+                        err.close()
+        except OSError as exc:
+            # LSF: a job that cannot start ends EXIT (external-apis.md §2.6 "failed start").
+            job.status, job.exit_status, job.exit_info = EXIT, 127, "TERM_UNKNOWN: %s" % exc
+            job.start_time = job.end_time = time.time()
+            return
+        job.status, job.pend_reason, job.start_time = RUN, "", time.time()
+
+    def _supervise(self):
+        now = time.time()
+        for job in [j for j in self.jobs.values() if j.status == RUN]:
+            code = job.process.poll()
+            if code is not None:
+                self._finish(job, code)
+                continue
+            if job.kill_deadline is not None:
+                if now >= job.kill_deadline:
+                    self._signal(job, signal.SIGKILL)
+                continue
+            if job.runlimit and now - job.start_time >= job.runlimit * self.minute:
+                self._kill(job, "TERM_RUNLIMIT")
+            elif job.memlimit:
+                job.max_mem_mb = max(job.max_mem_mb, group_rss_mb(job.process.pid))
+                if job.max_mem_mb > job.memlimit:
+                    self._kill(job, "TERM_MEMLIMIT")
+
+    def _finish(self, job, code):
+        job.end_time = time.time()
+        # exitStatus is the job's exit code; for a signal, 128 + the signal (external-apis.md §2.6:
+        # "for bkill, it reflects the killing signal").
+        job.exit_status = code if code >= 0 else 128 - code
+        if job.kill_reason:
+            job.status, job.exit_info = EXIT, job.kill_reason
+        elif code == 0:
+            job.status = DONE
+        else:
+            job.status = EXIT
+        job.process = None
+
+    def _signal(self, job, sig):
+        try:
+            os.killpg(job.process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _kill(self, job, reason):
+        # LSF sends SIGINT/SIGTERM, then SIGKILL after a grace period; the simulator SIGTERM then SIGKILL.
+        job.kill_reason = reason
+        job.kill_deadline = time.time() + self.kill_grace
+        self._signal(job, signal.SIGTERM)
+
+    def _forget(self):
+        # CLEAN_PERIOD (lsb.params): finished jobs are kept that long, then forgotten
+        # (external-apis.md §2.3, "recently finished DONE/EXIT within CLEAN_PERIOD included").
+        now = time.time()
+        for job_id in [i for i, j in self.jobs.items() if j.end_time and now - j.end_time >= self.clean_period]:
+            del self.jobs[job_id]
+
+    def kill(self, user, job_id, admin=False):
+        """bkill: the message bkill prints; raises PacError for an unknown or finished job."""
+        with self.lock:
+            job = self.jobs.get(job_id)
+            if job is None or (job.user != user and not admin):
+                raise PacError(404, "Job <%d>: No matching job found" % job_id)
+            if job.status in (DONE, EXIT):
+                raise PacError(400, "Job <%d>: Job has already finished" % job_id)
+            if job.status == PEND:
+                job.status, job.exit_info, job.end_time = EXIT, "TERM_OWNER", time.time()
+                job.exit_status = 128 + signal.SIGKILL
+            elif job.kill_reason is None:
+                self._kill(job, "TERM_OWNER" if job.user == user else "TERM_ADMIN")
+            return "Job <%d> is being terminated" % job_id
+
+    def shutdown(self):
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join()
+        with self.lock:
+            for job in self.jobs.values():
+                if job.process is not None:
+                    self._signal(job, signal.SIGKILL)
+                    job.process.wait()
+
+    # -- views --------------------------------------------------------------------------------
+    def job_detail(self, job):
+        # Detailed job element (IBM: "Get detailed job information by job ID (GET)", fields listed in
+        # external-apis.md §2.3). exitInfo (the lsbatch.h TERM_* name) is not in the docs' list: docs
+        # silent on how PAC shows why a job was terminated; LSF's jobInfoEnt calls it exitInfo.
+        return collections.OrderedDict([
+            ("jobId", job.id), ("jobName", job.name), ("jobStatus", job.status), ("queue", job.queue),
+            ("user", job.user), ("command", job.command), ("fromHost", self.host),
+            ("exHosts", self.host if job.start_time else ""), ("submitTimeGMT", utc(job.submit_time)),
+            ("startTime", utc(job.start_time)), ("endTime", utc(job.end_time)), ("cwd", job.cwd),
+            ("execCwd", job.cwd if job.start_time else ""), ("execUserName", job.user),
+            ("exitStatus", "" if job.exit_status is None else job.exit_status), ("exitInfo", job.exit_info),
+            ("pendReason", job.pend_reason), ("numProcessors", job.slots),
+            ("mem", job.max_mem_mb), ("runTime", int((job.end_time or time.time()) - job.start_time) if job.start_time else 0),
+            ("runLimit", job.runlimit or ""), ("outfile", getattr(job, "outfile", "")),
+            ("errfile", getattr(job, "errfile", "")), ("application", "generic"),
+            ("projectName", job.project), ("description", job.description),
+            ("resReq", job.options.get("-R", "")),
+            ("pidStr", job.process.pid if job.process else ""),
+        ])
+
+    def job_basic(self, job):
+        # Basic job info (<pseudoJob>, IBM: "Get basic job information (GET)"); docs name id/jobId and
+        # jobStatus, the rest is docs silent.
+        return collections.OrderedDict([
+            ("id", job.id), ("jobId", job.id), ("jobName", job.name), ("jobStatus", job.status),
+            ("user", job.user), ("queue", job.queue), ("submitTimeGMT", utc(job.submit_time)),
+        ])
+
+    def queue_view(self, name):
+        q = self.queues[name]
+        jobs = [j for j in self.jobs.values() if j.queue == name]
+        # Queue element (IBM: "Get basic queue information", "Get basic or detailed queue information
+        # by name (POST)"); runLimit (minutes) and memLimit (UNIT_FOR_LIMITS) are docs silent.
+        return collections.OrderedDict([
+            ("queueName", name), ("queueDescription", q.get("description", "")), ("priority", q.get("priority", 30)),
+            ("nice", 0), ("status", q["status"]), ("maxNumJobSlots", q.get("slots", self.host_slots)),
+            ("jlPerUser", ""), ("numJob", sum(j.slots for j in jobs if j.status in (PEND, RUN))),
+            ("numPend", sum(j.slots for j in jobs if j.status == PEND)),
+            ("numRun", sum(j.slots for j in jobs if j.status == RUN)), ("numSsusp", 0), ("numUsusp", 0),
+            ("users", "all"), ("hosts", self.host), ("runLimit", q.get("runlimit", "")),
+            ("memLimit", q.get("memlimit", "")), ("unitForLimits", UNIT_FOR_LIMITS),
+            ("isDefault", "true" if q.get("default") else "false"),
+        ])
+
+    def host_view(self):
+        # Host element (IBM: "Get basic or detailed host information by name (POST)"); the shape of
+        # staticResources entries is docs silent.
+        resources = [("hostType", "LINUX64"), ("hostModel", "X86_64"), ("cpuFactor", "1.0"),
+                     ("nCpus", self.host_slots), ("nDisks", 1), ("maxMem", "%dM" % total_mem_mb())]
+        return collections.OrderedDict([
+            ("hostName", self.host), ("serverType", "SERVER"), ("hostStatus", "ok"),
+            ("maxJobs", self.host_slots), ("numJobs", self._used()), ("numRun", self._used()),
+            ("staticResources", {"staticResource": [{"name": n, "value": v} for n, v in resources]}),
+        ])
+
+
+def group_rss_mb(pgid):
+    """Resident memory (MB) of every process in a process group, from /proc."""
+    total = 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            total += int(fields[21]) * page
+    return total // (1024 * 1024)
+
+
+def total_mem_mb():
+    with open("/proc/meminfo") as handle:
+        for line in handle:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokens (IBM: "Log on (POST)", "User name, password, and security token")
+# ---------------------------------------------------------------------------------------------
+class Tokens(object):
+    def __init__(self, users, ttl):
+        self.users = dict(users)
+        self.ttl = float(ttl)
+        self.key = secrets.token_bytes(32)
+        self.issued = {}
+        self.lock = threading.Lock()
+
+    def logon(self, name, password):
+        if not name:
+            raise PacError(400, "User name is empty.")
+        expected = self.users.get(name)
+        if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
+            raise PacError(403, "Logon failed: the user name or password is incorrect.")
+        expiry = time.time() + self.ttl
+        # Token shape user"<expiry>"<base64>"<base64> (external-apis.md §2.1); the Bridge Operator's
+        # pod reads the time between the first two quotes.
+        nonce = base64.b64encode(secrets.token_bytes(24)).decode()
+        sig = base64.b64encode(hmac.new(self.key, ("%s%s%s" % (name, expiry, nonce)).encode(),
+                                        hashlib.sha256).digest()).decode()
+        token = '%s"%s"%s"%s' % (name, utc(expiry), nonce, sig)
+        with self.lock:
+            self.issued = {t: v for t, v in self.issued.items() if v[1] > time.time()}
+            self.issued[token] = (name, expiry)
+        return token
+
+    def user_of(self, headers):
+        """The user a request's platform_token belongs to; PacError 403 otherwise."""
+        raw = None
+        cookie = headers.get("Cookie", "")
+        match = re.search(r"(?:^|[;,]\s*)platform_token=([^;,]*)", cookie)
+        if match:
+            raw = match.group(1)
+        elif headers.get("platform_token"):
+            # Some clients send the token as a header too (external-apis.md §2.1, Janelia LSFPACHelper).
+            raw = headers.get("platform_token")
+        # IBM: "User name, password, and security token": missing token -> 403 with PAC's error body.
+        if not raw:
+            raise PacError(403, "You are not logged on. Log on first: no platform_token cookie.")
+        # The docs say to replace every '"' with #quote#; what PAC does with raw quotes is undocumented,
+        # the simulator refuses them so a client that skips the encoding fails here.
+        if '"' in raw:
+            raise PacError(403, "Invalid token: '\"' must be sent as #quote#.")
+        token = raw.replace("#quote#", '"')
+        with self.lock:
+            entry = self.issued.get(token)
+        if entry is None:
+            raise PacError(403, "Invalid token. Log on again.")
+        if entry[1] <= time.time():
+            raise PacError(403, "Your token has expired. Log on again.")
+        return entry[0]
+
+    def logout(self, headers):
+        user = self.user_of(headers)
+        with self.lock:
+            self.issued = {t: v for t, v in self.issued.items() if v[0] != user}
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP
+# ---------------------------------------------------------------------------------------------
+class Handler(BaseHTTPRequestHandler):
+    server_version = "LSF-PAC-Simulator/1"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        if self.server.verbose:
+            sys.stderr.write("lsf-pac: %s\n" % (fmt % args))
+
+    def do_GET(self):
+        self._serve("GET")
+
+    def do_POST(self):
+        self._serve("POST")
+
+    def _serve(self, method):
+        url = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+        want_json = JSON_TYPE in (self.headers.get("Accept") or "")
+        try:
+            reply = self.server.app.route(method, url.path, query, self.headers, self._body())
+        except PacError as exc:
+            reply = legacy_error(exc.message, exc.status if exc.status == 403 else 200) \
+                if url.path.startswith(ROOT + "/webservice/") else error_reply(exc.status, exc.message)
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            # A simulator bug answers 500 with PAC's error body rather than a dropped connection.
+            reply = error_reply(500, "Simulator error: %s: %s" % (type(exc).__name__, exc))
+        if isinstance(reply, str):
+            ctype, payload = "text/plain", reply.encode()
+        else:
+            ctype, payload = reply.render(want_json)
+        self.send_response(200 if isinstance(reply, str) else reply.status)
+        self.send_header("Content-Type", ctype + "; charset=UTF-8")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _body(self):
+        # Docs silent on chunked requests; the clients seen send Content-Length. The simulator reads
+        # bodies by Content-Length only and refuses chunked ones (411) and closes the connection.
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            self.close_connection = True
+            raise PacError(411, "Length Required: send the body with a Content-Length.")
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+
+def parse_logon(body):
+    # <User><name>u</name><pass>p</pass></User> (IBM: "Log on (POST)"); the Bridge Operator's pod
+    # and lsf-faas put spaces between the elements.
+    try:
+        element = ElementTree.fromstring(body)
+    except ElementTree.ParseError:
+        raise PacError(400, "Bad logon request: the body is not <User><name>..</name><pass>..</pass></User>.")
+    if element.tag != "User":
+        raise PacError(400, "Bad logon request: the root element must be User.")
+    return (element.findtext("name") or "").strip(), element.findtext("pass") or ""
+
+
+def ids_of(text):
+    try:
+        ids = [int(i) for i in text.split(",") if i.strip()]
+    except ValueError:
+        raise PacError(400, "Bad job ids %r." % text)
+    # GET /platform/ws/jobs/{ids}: comma list, no 0 (external-apis.md §2.3).
+    if not ids or 0 in ids:
+        raise PacError(400, "Bad job ids %r: give job ids other than 0." % text)
+    return ids
+
+
+class App(object):
+    def __init__(self, cluster, tokens, admins=()):
+        self.cluster = cluster
+        self.tokens = tokens
+        self.admins = set(admins)
+
+    def route(self, method, path, query, headers, body):
+        ws = ROOT + "/ws/"
+        legacy = ROOT + "/webservice/pacclient/"
+        if not path.startswith(ROOT + "/"):
+            raise PacError(404, "Not found: %s (the context root is %s)" % (path, ROOT))
+        # IBM: "Log on (POST)"; legacy GET pacclient/logon/ with the same body (deprecated Logon page).
+        if (method, path) == ("POST", ws + "logon"):
+            token = self.tokens.logon(*parse_logon(body))
+            # JSON {"token","csrftoken"} when JSON is asked for (IBM Cloud LSF doc, quantum-lsf.md §B1).
+            return Reply("User", {"token": token}, raw_json={"token": token, "csrftoken": secrets.token_hex(16)})
+        if method == "GET" and path.rstrip("/") == legacy + "logon":
+            try:
+                return Reply("User", {"token": self.tokens.logon(*parse_logon(body))})
+            except PacError as exc:
+                return legacy_error(exc.message)
+        if path in (ws + "ping",):
+            return Reply("ping", "ok")  # liveness, no auth (external-apis.md §2.1)
+        user = self.tokens.user_of(headers)
+        admin = user in self.admins
+        if (method, path) == ("POST", ws + "logout"):
+            self.tokens.logout(headers)
+            return Reply("message", "You have logged out.")
+        if method == "GET" and path.rstrip("/") == legacy + "logout":
+            self.tokens.logout(headers)
+            return "ok"  # legacy logout answers the text ok (external-apis.md §2.1)
+        if method == "POST" and path in (ws + "jobs/submit", legacy + "submitapp"):
+            job = self.cluster.submit(user, *parse_submission(headers.get("Content-Type"), body))
+            # XML <Job><id>N</id></Job> (pacclient reads the first <id>); JSON id as a number: the Bridge
+            # Operator's pod unmarshals {"id": <int>} (external-apis.md §2.2 shows "1234": clients
+            # should take both).
+            return Reply("Job", {"id": job.id}, raw_json={"id": job.id})
+        if method == "GET" and path.startswith(ws + "jobs/") and path[len(ws + "jobs/"):] not in ("", "fullinfo"):
+            return self.jobs_by_id(user, admin, ids_of(path[len(ws + "jobs/"):]))
+        if method == "POST" and path in (ws + "jobs/getfullinfo", ws + "jobs/getbasicinfo"):
+            form = dict(urllib.parse.parse_qsl(body.decode()))
+            reply = self.jobs_by_id(user, admin, ids_of(form.get("ids", "")))
+            return reply if path.endswith("fullinfo") else self._basic(reply)
+        if method == "GET" and path in (ws + "jobs", ws + "jobs/fullinfo"):
+            reply = self.jobs_by_attributes(user, admin, query)
+            return reply if path.endswith("fullinfo") else self._basic(reply)
+        if method == "GET" and path == legacy + "jobs":
+            return self.legacy_jobs(user, admin, query)
+        if method == "POST" and path == ws + "jobs/kill":
+            # Form ids=<id[,id]> (external-apis.md §2.4, Janelia LSFPACHelper); docs silent on the
+            # success body: bkill's own lines.
+            form = dict(urllib.parse.parse_qsl(body.decode()))
+            return Reply("actionMsg", "\n".join(self.cluster.kill(user, i, admin) for i in ids_of(form.get("ids", ""))))
+        if method == "GET" and path.startswith(legacy + "jobOperation/"):
+            # Legacy GET jobOperation/{action}/{id}: <actionMsg> or <errMsg> (external-apis.md §2.4).
+            action, job_id = (path[len(legacy + "jobOperation/"):].split("/", 1) + [""])[:2]
+            if action != "kill":
+                return legacy_error("Action %s is not simulated; only kill is." % action)
+            return Reply("actionMsg", self.cluster.kill(user, ids_of(job_id)[0], admin))
+        if method == "POST" and path in (ws + "userCmd", legacy + "userCmd"):
+            return self.user_cmd(user, admin, body)
+        if method == "GET" and path == ws + "queues":
+            return self.queues(query)
+        if method == "GET" and path == ws + "hosts":
+            names = [n for n in query.get("names", "all").split(",") if n]
+            hosts = [self.cluster.host_view()] if "all" in names or self.cluster.host in names else []
+            if not hosts:
+                raise PacError(404, "No matching host found.")
+            return Reply("hosts", {"@total": len(hosts), "host": hosts})
+        raise PacError(404, "Not found: %s %s (not simulated)" % (method, path))
+
+    def _visible(self, user, admin):
+        return [j for j in self.cluster.jobs.values() if admin or j.user == user]
+
+    def jobs_by_id(self, user, admin, ids):
+        with self.cluster.lock:
+            found = [self.cluster.jobs[i] for i in ids if i in self.cluster.jobs]
+            # 403 for another user's job (RBAC), 404 when nothing matches (external-apis.md §2.3).
+            if any(j.user != user and not admin for j in found):
+                raise PacError(403, "Permission denied: not your job.")
+            if not found:
+                raise PacError(404, "No matching job found: %s" % ",".join(map(str, ids)))
+            return Reply("jobs", {"@total": len(found), "job": [self.cluster.job_detail(j) for j in found]})
+
+    def jobs_by_attributes(self, user, admin, query):
+        # ?jobname=&username=&queuename=&hostname=&status= ; the caller's jobs by default, username=all
+        # for an admin (external-apis.md §2.3). A status is a short (PEND) or long (Pending) name;
+        # ALL and empty mean every status (docs silent on status values).
+        wanted_user = query.get("username") or user
+        if wanted_user != user and not admin:
+            raise PacError(403, "Permission denied: only an administrator may query other users' jobs.")
+        status = (query.get("status") or "ALL").upper()
+        with self.cluster.lock:
+            jobs = [j for j in self.cluster.jobs.values()
+                    if wanted_user in ("all", j.user)
+                    and query.get("jobname") in (None, "", j.name)
+                    and query.get("queuename") in (None, "", j.queue)
+                    and query.get("hostname") in (None, "", self.cluster.host)
+                    and status in ("ALL", j.status, LONG_STATUS[j.status].upper())]
+            if not jobs:
+                raise PacError(404, "No matching job found.")
+            return Reply("jobs", {"@total": len(jobs), "job": [self.cluster.job_detail(j) for j in jobs]})
+
+    def _basic(self, reply):
+        jobs = [self.cluster.job_basic(self.cluster.jobs[int(j["jobId"])]) for j in reply.content["job"]
+                if int(j["jobId"]) in self.cluster.jobs]
+        # Basic info uses <pseudoJob> elements (external-apis.md §2.3); the wrapper name is docs silent.
+        return Reply("pseudoJobs", {"@total": len(jobs), "pseudoJob": jobs})
+
+    def legacy_jobs(self, user, admin, query):
+        # Legacy pacclient jobs?<params>: <Jobs><Job><id/><status>Done|Exit|..</status></Job></Jobs>
+        # (lsf-faas lsflib.py); no match is a <note> (lsf-faas reads it). Other fields are docs silent.
+        with self.cluster.lock:
+            jobs = [j for j in self._visible(user, admin)
+                    if query.get("id") in (None, "", str(j.id)) and query.get("name") in (None, "", j.name)]
+            if not jobs:
+                return Reply("Jobs", {"note": "No matching job found"})
+            return Reply("Jobs", {"Job": [collections.OrderedDict([
+                ("id", j.id), ("name", j.name), ("status", LONG_STATUS[j.status]), ("queue", j.queue),
+                ("user", j.user), ("cmd", j.command),
+                ("exitCode", "" if j.exit_status is None else j.exit_status)]) for j in jobs]})
+
+    def user_cmd(self, user, admin, body):
+        # <UserCmd><cmd>bkill 1234</cmd></UserCmd> -> <cmdMsg> (external-apis.md §2.4; the Bridge
+        # Operator's pod posts it to ws/userCmd). PAC runs the LSF command as the user and returns its
+        # output; only bkill [-s SIG] ids is simulated. bkill's error lines come back as output (200).
+        try:
+            cmd = ElementTree.fromstring(body).findtext("cmd") or ""
+        except ElementTree.ParseError:
+            raise PacError(400, "Bad request: the body is not <UserCmd><cmd>..</cmd></UserCmd>.")
+        words = cmd.split()
+        if not words or words[0] != "bkill":
+            raise PacError(400, "Command not simulated: %s (only bkill is)" % (words[0] if words else "(empty)"))
+        words = words[1:]
+        if words[:1] == ["-s"]:
+            words = words[2:]
+        lines = []
+        for word in words:
+            try:
+                lines.append(self.cluster.kill(user, ids_of(word)[0], admin))
+            except PacError as exc:
+                lines.append(exc.message)
+        return Reply("cmdMsg", "\n".join(lines))
+
+    def queues(self, query):
+        # ?names=a,b|all&status=all|open|openactive|... (external-apis.md §2.5).
+        names = [n for n in query.get("names", "all").split(",") if n]
+        status = query.get("status", "all").lower()
+        with self.cluster.lock:
+            views = []
+            for name, q in self.cluster.queues.items():
+                if "all" not in names and name not in names:
+                    continue
+                is_open, active = q["status"].startswith("Open"), q["status"].endswith("Active")
+                keep = {"all": True, "open": is_open, "closed": not is_open, "active": active,
+                        "inactive": not active, "openactive": is_open and active,
+                        "openinactive": is_open and not active, "closedactive": not is_open and active,
+                        "closedinactive": not is_open and not active}.get(status)
+                if keep is None:
+                    raise PacError(400, "Bad queue status %r." % status)
+                if keep:
+                    views.append(self.cluster.queue_view(name))
+            if not views:
+                raise PacError(404, "No matching queue found.")
+            return Reply("queues", {"@total": len(views), "queue": views})
+
+
+class LsfPacSimulator(object):
+    """The simulator in-process: a ThreadingHTTPServer on 127.0.0.1 plus the scheduler thread."""
+
+    def __init__(self, state_dir, users, port=0, token_ttl=3600.0, admins=(), verbose=False, **cluster_options):
+        self.cluster = Cluster(state_dir, **cluster_options)
+        self.tokens = Tokens(users, token_ttl)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.app = App(self.cluster, self.tokens, admins)
+        self.httpd.verbose = verbose
+        self.port = self.httpd.server_address[1]
+        self.url = "http://127.0.0.1:%d%s/" % (self.port, ROOT)
+        # A short poll interval: stop() returns within 0.1 s (tests start and stop several servers).
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.1,), name="lsf-pac-http",
+                                        daemon=True)
+
+    def start(self):
+        self.cluster.start()
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.cluster.shutdown()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="A simulator of LSF Application Center web services (tests only).")
+    parser.add_argument("--port", type=int, default=0, help="0: a free port")
+    parser.add_argument("--state-dir", required=True, help="spool for job directories")
+    parser.add_argument("--users", nargs="+", required=True, metavar="USER:PASSWORD")
+    parser.add_argument("--admins", nargs="*", default=(), metavar="USER")
+    parser.add_argument("--token-ttl", type=float, default=3600.0, help="token lifetime, seconds")
+    parser.add_argument("--minute-seconds", type=float, default=60.0, help="seconds in one run-limit minute")
+    parser.add_argument("--clean-period", type=float, default=3600.0, help="seconds finished jobs are kept")
+    parser.add_argument("--host-slots", type=int, default=4)
+    parser.add_argument("--queues", help="JSON file {name: {status, slots, runlimit, memlimit, default}}")
+    parser.add_argument("--port-file", help="write the bound port here once listening")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    users = dict(u.split(":", 1) for u in args.users)
+    queues = None
+    if args.queues:
+        with open(args.queues) as handle:
+            queues = json.load(handle)
+    sim = LsfPacSimulator(args.state_dir, users, port=args.port, token_ttl=args.token_ttl, admins=args.admins,
+                          verbose=args.verbose, queues=queues, host_slots=args.host_slots,
+                          minute_seconds=args.minute_seconds, clean_period=args.clean_period)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    sim.start()
+    if args.port_file:
+        with open(args.port_file + ".tmp", "w") as handle:
+            handle.write("%d\n" % sim.port)
+        os.replace(args.port_file + ".tmp", args.port_file)
+    sys.stderr.write("lsf-pac simulator listening on %s\n" % sim.url)
+    done.wait()
+    sim.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Start, stop and inspect the LSF Application Center SIMULATOR (tests/simulators/lsf_pac.py) for
+# tests and the demo. It is not LSF: PAC cannot be installed here (tests/simulators/README.md).
+#
+#   tools/lsf-pac.sh start|stop|status|env
+#
+# One simulator per run dir (${BRIDGE_RUN:-<repo>/.run}/lsf), on 127.0.0.1 only. The env file
+# <run>/lsf/env (mode 0600) holds LSF_PAC_URL (http://127.0.0.1:PORT/platform/), LSF_USER,
+# LSF_PASSWORD, LSF_OTHER_USER, LSF_OTHER_PASSWORD and LSF_QUEUES; passwords are made once per run
+# dir. Read by `start` only: BRIDGE_LSF_PAC_PORT (8080, PAC's default http port),
+# BRIDGE_LSF_TOKEN_TTL (3600 s), BRIDGE_LSF_MINUTE_SECONDS (60: seconds in one run-limit minute),
+# BRIDGE_LSF_CLEAN_PERIOD (3600 s), BRIDGE_LSF_HOST_SLOTS (4). Jobs run as local processes of the
+# user who runs this script; the simulator kills them when it stops.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RUN_BASE=${BRIDGE_RUN:-$REPO/.run}
+RUN=$RUN_BASE/lsf
+PID_DIR=$RUN/pids
+PYTHON=${PYTHON:-python3}
+TIMEOUT=${BRIDGE_LSF_TIMEOUT:-20}
+JOB_USER=bridge
+OTHER_USER=bridgeother
+
+die() { echo "lsf-pac: $*" >&2; exit 1; }
+log() { echo "lsf-pac: $*" >&2; }
+# shellcheck source=tools/lib/procs.sh
+source "$REPO/tools/lib/procs.sh"
+
+PORT=${BRIDGE_LSF_PAC_PORT:-8080}
+TOKEN_TTL=${BRIDGE_LSF_TOKEN_TTL:-3600}
+MINUTE_SECONDS=${BRIDGE_LSF_MINUTE_SECONDS:-60}
+CLEAN_PERIOD=${BRIDGE_LSF_CLEAN_PERIOD:-3600}
+HOST_SLOTS=${BRIDGE_LSF_HOST_SLOTS:-4}
+# `start` writes the settings it started with; the other commands read them back.
+SETTINGS=$RUN/settings
+if [[ ${1:-} != start && -f $SETTINGS ]]; then
+  # shellcheck source=/dev/null
+  source "$SETTINGS"
+fi
+URL=http://127.0.0.1:$PORT/platform/
+
+settings() {
+  printf '%s\n' "PORT=$PORT" "TOKEN_TTL=$TOKEN_TTL" "MINUTE_SECONDS=$MINUTE_SECONDS" \
+    "CLEAN_PERIOD=$CLEAN_PERIOD" "HOST_SLOTS=$HOST_SLOTS"
+}
+
+password() {
+  local file=$RUN/password.$1
+  [[ -s $file ]] || (umask 077; od -An -tx1 -N12 /dev/urandom | tr -d ' \n' >"$file")
+  cat "$file"
+}
+
+# ws/ping needs no token (docs external-apis.md §2.1).
+answers() { [[ "$(curl -s -o /dev/null -m 5 -w '%{http_code}' "${URL}ws/ping" 2>/dev/null || true)" == 200 ]]; }
+same_settings() { [[ -f $SETTINGS && "$(cat "$SETTINGS")" == "$(settings)" ]]; }
+healthy() { recorded_alive simulator && same_settings && answers; }
+
+write_env() {
+  (umask 077
+   cat >"$RUN/env.tmp" <<EOF
+LSF_PAC_URL=$URL
+LSF_USER=$JOB_USER
+LSF_PASSWORD=$(password "$JOB_USER")
+LSF_OTHER_USER=$OTHER_USER
+LSF_OTHER_PASSWORD=$(password "$OTHER_USER")
+LSF_QUEUES=normal,short,inactive,closed
+EOF
+  )
+  mv -f "$RUN/env.tmp" "$RUN/env"
+}
+
+# Job processes run in sessions of their own, as children of the simulator: "PID STARTTIME" of
+# every descendant, so that what outlives a killed simulator is still found.
+descendants() {
+  awk -v root="$1" '
+    { parent[$1] = $2 }
+    END { keep[root] = 1; changed = 1
+          while (changed) { changed = 0
+            for (p in parent) if (!(p in keep) && (parent[p] in keep)) { keep[p] = 1; print p; changed = 1 } } }
+  ' < <(ps -e -o pid=,ppid=)
+}
+
+stop_processes() {
+  recorded_alive simulator || { rm -f "$PID_DIR/simulator.pid"; return 0; }
+  local pid p st left=() kids=()
+  pid=$(recorded_pid simulator)
+  for p in $(descendants "$pid"); do st=$(starttime "$p" 2>/dev/null) && kids+=("$p $st"); done
+  # SIGTERM: the simulator kills its jobs' process groups and exits.
+  terminate 10 "$pid"
+  for p in "${kids[@]}"; do
+    read -r pid st <<<"$p"
+    [[ "$(starttime "$pid" 2>/dev/null)" == "$st" ]] && left+=("$pid")
+  done
+  terminate 2 "${left[@]}"
+  rm -f "$PID_DIR/simulator.pid"
+}
+
+start() {
+  mkdir -p "$RUN/log" "$PID_DIR" "$RUN/state"
+  exec 9>"$RUN/.lock"
+  flock 9
+  if healthy; then
+    write_env
+    log "simulator already running at $URL (env refreshed: $RUN/env)"
+    exec 9>&-
+    return 0
+  fi
+  stop_processes
+  answers && die "something else answers on $URL (not the simulator of $RUN); not starting a second one"
+  settings >"$SETTINGS"
+  setsid env --chdir="$RUN" "$PYTHON" -u "$REPO/tests/simulators/lsf_pac.py" --port "$PORT" \
+    --state-dir "$RUN/state" --users "$JOB_USER:$(password "$JOB_USER")" "$OTHER_USER:$(password "$OTHER_USER")" \
+    --token-ttl "$TOKEN_TTL" --minute-seconds "$MINUTE_SECONDS" --clean-period "$CLEAN_PERIOD" \
+    --host-slots "$HOST_SLOTS" </dev/null >>"$RUN/log/simulator.out" 2>&1 9>&- &
+  local pid=$!
+  echo "$pid $(starttime "$pid")" >"$PID_DIR/simulator.pid"
+  local deadline=$((SECONDS + TIMEOUT))
+  until answers; do
+    if ! recorded_alive simulator || ((SECONDS >= deadline)); then
+      log "the simulator did not answer ${URL}ws/ping within ${TIMEOUT}s; last lines of $RUN/log/simulator.out:"
+      tail -n 15 "$RUN/log/simulator.out" >&2 || true
+      stop_processes
+      exit 1
+    fi
+    sleep 0.1
+  done
+  write_env
+  exec 9>&-
+  log "simulator up at $URL; env: $RUN/env"
+}
+
+stop() {
+  [[ -d $RUN ]] || return 0
+  exec 9>"$RUN/.lock"
+  flock 9
+  stop_processes
+  exec 9>&-
+  log "simulator stopped"
+}
+
+status() {
+  if recorded_alive simulator && answers; then echo "running $URL"
+  elif recorded_alive simulator; then echo "degraded $URL (not answering; start restarts it)"
+  else echo "stopped $URL"; fi
+}
+
+usage() { sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+main() {
+  (($# == 1)) || usage
+  case $1 in
+    start)  start ;;
+    stop)   stop ;;
+    status) status ;;
+    env)    [[ -f $RUN/env ]] || die "no env file; run: $0 start"
+            cat "$RUN/env" ;;
+    *) usage ;;
+  esac
+}
+
+main "$@"
