@@ -259,6 +259,20 @@ def parse_submission(content_type, body):
 # bsub options (EXTRA_PARAMS of the generic template, external-apis.md §2.2)
 # ---------------------------------------------------------------------------------------------
 # Options that take a value and are stored, and options accepted and ignored (no effect here).
+# bsub -M takes a number in LSF_UNIT_FOR_LIMITS (MB here) or a number with a unit, such as 100MB or
+# 4G ("bsub -M", IBM Spectrum LSF command reference: "you can specify a unit for the limit").
+MEMORY_UNITS_MB = {"": 1.0, "K": 1.0 / 1024, "KB": 1.0 / 1024, "M": 1.0, "MB": 1.0, "G": 1024.0, "GB": 1024.0,
+                   "T": 1024.0 ** 2, "TB": 1024.0 ** 2}
+
+
+def parse_memory_limit(text):
+    """Megabytes of a -M value; ValueError for anything else."""
+    match = re.match(r"^(\d+(?:\.\d+)?)\s*([KMGT]?B?)!?$", text.strip(), re.IGNORECASE)
+    if not match:
+        raise ValueError(text)
+    return int(float(match.group(1)) * MEMORY_UNITS_MB[match.group(2).upper()])
+
+
 BSUB_VALUE_OPTIONS = {"-q", "-n", "-W", "-M", "-R", "-P", "-J", "-Jd", "-o", "-oo", "-e", "-eo", "-cwd",
                       "-env", "-gpu", "-G", "-g", "-sla", "-app", "-w", "-m", "-u", "-L", "-We", "-c",
                       "-nnodes", "-sp", "-ptl", "-E", "-Ep", "-alloc_flags", "-outdir", "-v", "-S"}
@@ -385,7 +399,7 @@ class Cluster(object):
             raise PacError(400, "%s: Queue has been closed. Job not submitted." % queue_name)
         try:
             slots = int(options.get("-n", "1").split(",")[-1])
-            mem = int(options["-M"]) if "-M" in options else None
+            mem = parse_memory_limit(options["-M"]) if "-M" in options else None
         except ValueError:
             raise PacError(400, "Bad -n or -M value. Job not submitted.")
         runlimit = parse_runlimit(options["-W"]) if "-W" in options else queue.get("runlimit")

@@ -1,0 +1,88 @@
+"""LsfClient and the LSF PAC simulator, written apart from the same documents, speak to each other.
+
+Not a replacement for the integration playbooks of issue 9 (modules, controller): the first check
+that the client's protocol choices and the simulator's agree, end to end through real HTTP.
+"""
+
+import time
+
+import pytest
+
+from ansible_collections.bridge.hpc.plugins.module_utils import _jobs
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed, SpecError
+from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf import LsfClient
+
+from simulators.lsf_pac import LsfPacSimulator, parse_memory_limit
+
+PASSWORD = "s3cret&<x>"
+TRICKY = "#!/bin/bash\necho \"hi $X\" 'q' \\\\ ünï {{ not_jinja }}\nexit 3\n"
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    running = LsfPacSimulator(str(tmp_path_factory.mktemp("lsf")), {"alice": PASSWORD}, minute_seconds=0.4, tick=0.05,
+                              kill_grace=0.3).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def client(sim):
+    lsf = LsfClient(sim.url, user="alice", password=PASSWORD, retries=0)
+    yield lsf
+    lsf.close()
+
+
+def wait_terminal(client, job_id, timeout=20):
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get(job_id)
+        if job["terminal"] or time.monotonic() > deadline:
+            return job
+        time.sleep(0.1)
+
+
+def test_a_byte_exact_script_runs_and_its_exit_code_comes_back(client, tmp_path):
+    out = tmp_path / "out-%J.txt"
+    spec = normalize_spec({"script": TRICKY, "identity": "agree-1", "environment": {"X": "y"}, "stdout": str(out),
+                           "queue": "normal", "resources": {"time_limit": 5, "memory": "100M"}})
+    result = _jobs.ensure_present(client, spec)
+    assert result["changed"] and result["job"]["identity"] == "agree-1"
+    job = wait_terminal(client, result["job"]["job_id"])
+    assert (job["phase"], job["failure_class"], job["exit_code"]) == ("failed", "non_zero_exit", 3)
+    written = (tmp_path / ("out-%s.txt" % job["job_id"])).read_text(encoding="utf-8")
+    assert written.startswith("hi y q \\ ünï {{ not_jinja }}\n")
+    assert _jobs.ensure_present(client, spec)["changed"] is False
+
+
+def test_cancel_finds_the_job_by_identity_and_kills_it(client):
+    spec = normalize_spec({"script": "#!/bin/bash\nsleep 60\n", "identity": "agree-2"})
+    _jobs.ensure_present(client, spec)
+    result = _jobs.ensure_absent(client, identity="agree-2", wait=True, wait_timeout=20, poll_interval=0.1)
+    assert result["changed"] and result["job"]["failure_class"] == "cancelled"
+    assert _jobs.ensure_absent(client, identity="agree-2")["changed"] is False
+
+
+def test_the_run_limit_ends_a_job_as_a_timeout(client):
+    spec = normalize_spec({"script": "#!/bin/bash\nsleep 60\n", "identity": "agree-3", "resources": {"time_limit": 1}})
+    job = wait_terminal(client, client.submit(spec))
+    assert (job["phase"], job["failure_class"]) == ("failed", "timeout")
+
+
+def test_queues_are_checked_against_what_the_simulator_lists(client):
+    with pytest.raises(SpecError) as refused:
+        client.check(normalize_spec({"script": TRICKY, "queue": "nosuch"}))
+    assert refused.value.field == "queue" and "normal" in refused.value.reason
+
+
+def test_a_wrong_password_is_refused_without_echoing_it(sim):
+    lsf = LsfClient(sim.url, user="alice", password="wr0ng-pass", retries=0)
+    with pytest.raises(AuthFailed) as refused:
+        lsf.describe()
+    assert "wr0ng-pass" not in str(refused.value)
+
+
+@pytest.mark.parametrize("text, megabytes", [("100", 100), ("100MB", 100), ("4G", 4096), ("512KB", 0), ("2gb!", 2048)])
+def test_memory_limits_take_lsf_units(text, megabytes):
+    assert parse_memory_limit(text) == megabytes
