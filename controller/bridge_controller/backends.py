@@ -9,6 +9,7 @@ fails when this table, deploy/crd.yaml or docs/bridgejob.md disagree with the re
 CREDENTIALS = {
     "slurm": ("user", "token"),
     "ray": ("token",),
+    "lsf": ("user", "password"),
 }
 
 

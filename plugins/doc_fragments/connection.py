@@ -13,16 +13,23 @@ class ModuleDocFragment(object):
 options:
   url:
     description:
-      - Base URL of the resource manager's REST endpoint; slurmrestd for O(backend=slurm), the Ray dashboard for O(backend=ray).
+      - Base URL of the resource manager's REST endpoint; slurmrestd for O(backend=slurm), the Ray dashboard for O(backend=ray),
+        LSF Application Center's context root (C(http://pac:8080/platform)) for O(backend=lsf).
     type: str
     required: true
   user:
     description:
       - User name the request acts for, where the backend has one (Slurm's C(X-SLURM-USER-NAME)); Ray has none.
+      - The LSF user that logs on to Application Center (O(backend=lsf)).
     type: str
   token:
     description:
       - Token or JWT for the backend. Never logged, never part of a result or an error message.
+    type: str
+  password:
+    description:
+      - Password of O(user), which LSF Application Center trades for a session token (O(backend=lsf) only).
+      - Never logged, never part of a result or an error message.
     type: str
   api_version:
     description:

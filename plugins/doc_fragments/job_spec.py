@@ -41,7 +41,7 @@ options:
   identity:
     description:
       - Deterministic identity of the job; Bridge looks it up before submitting, so a job is never
-        submitted twice. Written into the job (Slurm comment C(bridge:<identity>)).
+        submitted twice. Written into the job (Slurm comment, LSF job description C(bridge:<identity>)).
       - Defaults to the name plus a hash of the whole spec, so the same task run again finds the same
         job. Give an explicit value (a run id, a ticket) to run an unchanged spec again.
     type: str
@@ -56,7 +56,7 @@ options:
     type: str
   stdout:
     description:
-      - Path of the job's standard output on the cluster; Slurm patterns such as C(%j) work.
+      - Path of the job's standard output on the cluster; Slurm patterns such as C(%j) and LSF's C(%J) work.
     type: str
   stderr:
     description:
@@ -118,7 +118,7 @@ options:
     description:
       - Native request fields per backend, merged over what Bridge compiles; for example the key
         C(slurm) with C(exclusive=user) adds Slurm's C(exclusive) field to the submit request.
-      - Allowed namespaces are the backends, C(slurm) and C(ray); a backend uses only its own.
+      - Allowed namespaces are the backends, C(slurm), C(ray) and C(lsf); a backend uses only its own.
       - Bridge does not check these fields against the cluster.
     type: dict
     default: {}

@@ -28,7 +28,7 @@ options:
       - The resource manager that runs the job.
     type: str
     required: true
-    choices: [ray, slurm]
+    choices: [lsf, ray, slurm]
 attributes:
   check_mode:
     support: full

@@ -15,7 +15,8 @@ description:
   - Reads the jobs carrying the given identities from one backend with a single list request,
     whatever their number, and returns them normalized like every Bridge job. This is how the
     BridgeJob controller polls every tracked job of a backend once per interval.
-  - With O(handoff_pipe), the handed-over object may hold C(identities), C(user) and C(token).
+  - With O(handoff_pipe), the handed-over object may hold C(identities) and the backend's
+    credentials (C(user) and C(token); C(user) and C(password) for LSF).
 author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
@@ -27,7 +28,7 @@ options:
       - The resource manager to read.
     type: str
     required: true
-    choices: [ray, slurm]
+    choices: [lsf, ray, slurm]
   identities:
     description:
       - Identities of the jobs to read.

@@ -20,7 +20,8 @@ description:
     the others. The task fails when any item failed, unless O(fail_on_item_error=false).
   - Submitted jobs are reported as queued without reading each back; read them all at once with
     M(bridge.hpc.job_info).
-  - With O(handoff_pipe), the handed-over object may hold C(jobs), C(user), C(token) and C(wait_timeout).
+  - With O(handoff_pipe), the handed-over object may hold C(jobs), C(wait_timeout) and the backend's
+    credentials (C(user) and C(token); C(user) and C(password) for LSF).
 author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
@@ -32,7 +33,7 @@ options:
       - The resource manager that runs the jobs.
     type: str
     required: true
-    choices: [ray, slurm]
+    choices: [lsf, ray, slurm]
   state:
     description:
       - V(present) submits every job whose identity has no job yet; V(absent) cancels every listed

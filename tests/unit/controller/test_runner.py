@@ -20,7 +20,9 @@ def test_handoff_document_carries_the_work_and_exactly_the_backends_credential_k
         "user": "alice", "identities": []}, "an empty key is left out, not handed over empty"
     assert handoff_document("cancel", "ray", {"token": "t"}, jobs=[], wait_timeout=30) == {
         "token": "t", "jobs": [], "wait_timeout": 30}
-    assert handoff_document("poll", "lsf", secret, identities=()) == {"identities": []}, "an unknown backend gets none"
+    assert handoff_document("poll", "lsf", secret, identities=()) == {
+        "user": "alice", "password": "p", "identities": []}, "LSF logs on with user and password"
+    assert handoff_document("poll", "nosuch", secret, identities=()) == {"identities": []}, "an unknown backend gets none"
 
 
 def reader(pipe, got, timeout=10):

@@ -13,23 +13,14 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFail
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf import LsfClient
 
-from simulators.lsf_pac import LsfPacSimulator, parse_memory_limit
+from simulators.lsf_pac import parse_memory_limit
 
-PASSWORD = "s3cret&<x>"
 TRICKY = "#!/bin/bash\necho \"hi $X\" 'q' \\\\ ünï {{ not_jinja }}\nexit 3\n"
 
 
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory):
-    running = LsfPacSimulator(str(tmp_path_factory.mktemp("lsf")), {"alice": PASSWORD}, minute_seconds=0.4, tick=0.05,
-                              kill_grace=0.3).start()
-    yield running
-    running.stop()
-
-
 @pytest.fixture
-def client(sim):
-    lsf = LsfClient(sim.url, user="alice", password=PASSWORD, retries=0)
+def client(lsf_pac):
+    lsf = LsfClient(lsf_pac["url"], user=lsf_pac["user"], password=lsf_pac["password"], retries=0)
     yield lsf
     lsf.close()
 
@@ -76,8 +67,8 @@ def test_queues_are_checked_against_what_the_simulator_lists(client):
     assert refused.value.field == "queue" and "normal" in refused.value.reason
 
 
-def test_a_wrong_password_is_refused_without_echoing_it(sim):
-    lsf = LsfClient(sim.url, user="alice", password="wr0ng-pass", retries=0)
+def test_a_wrong_password_is_refused_without_echoing_it(lsf_pac):
+    lsf = LsfClient(lsf_pac["url"], user=lsf_pac["user"], password="wr0ng-pass", retries=0)
     with pytest.raises(AuthFailed) as refused:
         lsf.describe()
     assert "wr0ng-pass" not in str(refused.value)

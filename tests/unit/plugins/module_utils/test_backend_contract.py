@@ -21,7 +21,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from ansible_collections.bridge.hpc.plugins.module_utils import ray, slurm
+from ansible_collections.bridge.hpc.plugins.module_utils import lsf, ray, slurm
 
 from fake_backend import FakeBackend
 from recorded import FIXTURES, recorded
@@ -54,6 +54,9 @@ SAMPLES = {
     "slurm": lambda: [job for version in ("v0.0.38", "v0.0.40", "v0.0.42", "v0.0.45")
                       for job in recorded_jobs("slurm", version, slurm.normalize_job, key="jobs")],
     "ray": lambda: recorded_jobs("ray", "2.60.0", ray.normalize_job),
+    # From the PAC simulator (tests/simulators/lsf_pac.py), not a real Application Center.
+    "lsf": lambda: [lsf.normalize_job(native) for body in recorded_jobs("lsf", "simulator", lambda body: body)
+                    for native in lsf.records(body, "job", "jobs")],
     "fake": fake_jobs,
 }
 EVERY_BACKEND = sorted(BACKENDS.items()) + [("fake", FakeBackend)]

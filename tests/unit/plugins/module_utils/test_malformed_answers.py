@@ -56,7 +56,9 @@ def server():
 
 
 def client_for(backend, url):
-    options = {"url": url, "validate_certs": False, "timeout": 1.0, "retries": 0, "token": TOKEN, "user": "bridge"}
+    options = {"url": url, "validate_certs": False, "timeout": 1.0, "retries": 0, "user": "bridge"}
+    # Every secret the backend declares (a token, LSF's password) is the one that must never show.
+    options.update((secret, TOKEN) for secret in backend.SECRETS)
     return backend.from_options(options.get)
 
 

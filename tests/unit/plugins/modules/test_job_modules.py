@@ -1,39 +1,20 @@
 """Module units: the client is replaced by the in-memory fake; the lifecycle itself is real."""
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
 from ansible_collections.bridge.hpc.plugins.modules import job, jobs, slurm_cluster_info, slurm_job, slurm_job_info
 
 from fake_backend import FakeBackend
+from module_runner import Fail, run
 
 SCRIPT = "#!/bin/bash\necho hi\n"
 CONNECTION = {"url": "http://slurm.test:6820", "user": "alice", "token": "s3cret-token"}
 
 
-class Exit(Exception):
-    def __init__(self, kwargs):
-        super(Exit, self).__init__(kwargs)
-        self.result = kwargs
-
-
-class Fail(Exit):
-    pass
-
-
-@pytest.fixture(autouse=True)
-def capture(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise Exit(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise Fail(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+# Every test here catches the module's exit.
+pytestmark = pytest.mark.usefixtures("capture")
 
 
 @pytest.fixture
@@ -41,18 +22,6 @@ def backend(monkeypatch):
     fake = FakeBackend()
     monkeypatch.setattr(SlurmClient, "from_options", classmethod(lambda cls, get: fake))
     return fake
-
-
-def run(module, args, check_mode=False, diff=False):
-    args = dict(args)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    if diff:
-        args["_ansible_diff"] = True
-    with patch_module_args(args):
-        with pytest.raises(Exit) as outcome:
-            module.main()
-    return outcome.value
 
 
 def test_present_then_present_again_is_unchanged(backend):
