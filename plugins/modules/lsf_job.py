@@ -162,7 +162,7 @@ rendered:
   returned: when state is present
   type: dict
   sample: {"method": "POST", "path": "/ws/jobs/submit", "app_name": "generic",
-           "bsub": "bsub -J hello -Jd bridge:hello-5f2c0a9e1b7d3c44 -q normal -W 30 -env 'PATH=/usr/local/bin:/usr/bin:/bin' ..."}
+           "bsub": "bsub -J hello -Jd bridge:hello-5f2c0a9e1b7d3c44 -q normal -W 30 -env PATH=/usr/local/bin:/usr/bin:/bin /bin/sh -c ..."}
 api_version:
   description: Always null; Application Center's web services have no version Bridge picks.
   returned: always
