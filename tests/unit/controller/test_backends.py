@@ -93,3 +93,12 @@ def test_the_handoff_carries_exactly_the_backends_credential_keys(name):
     secret = {"user": "u", "token": "t", "password": "p", "ca.crt": "c", "api_key": "k"}
     document = handoff_document("poll", name, secret, identities=())
     assert sorted(set(document) - {"identities"}) == sorted(set(BACKENDS[name].CREDENTIALS) & set(secret))
+
+
+def test_the_crds_backend_options_namespaces_are_the_registry():
+    with open(os.path.join(REPO, "deploy", "crd.yaml")) as handle:
+        crd = yaml.safe_load(handle)
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    options = spec["backendOptions"]
+    assert [named_backends(rule) for rule in options["x-kubernetes-validations"]] == [set(BACKENDS)]
+    assert options["maxProperties"] == len(BACKENDS)
