@@ -4,7 +4,8 @@
 """The job lifecycle every backend shares: present, absent, wait. Internal to this collection.
 
 The functions take any backend of the contract in _backend.py (render, find, find_many, check,
-submit, get, cancel) and return a result dict for a module or the controller. `changed` always comes from what existed before versus after.
+submit, get, cancel) and return a result dict for a module or the controller. `changed` always
+comes from what existed before versus after.
 """
 
 from __future__ import absolute_import, division, print_function
