@@ -2,6 +2,7 @@
 #   make demo   installs what it needs, starts a local Slurm 22.05 and runs playbooks/demo.yml
 #   make test   runs the whole suite against real Slurm 22.05, 24.11 and 26.05, a real Ray head and
 #               a real kube-apiserver + etcd (built once from the Go module proxy, cached in ~/.cache)
+#               and the LSF Application Center simulator (tests/simulators/lsf_pac.py)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 VENV := $(CURDIR)/.venv
@@ -41,6 +42,7 @@ services:
 	for version in $(SLURM_VERSIONS); do tools/slurm-cluster.sh start $$version; done
 	tools/ray-cluster.sh start
 	tools/kube-control-plane.sh start
+	tools/lsf-pac.sh start
 
 integration: bootstrap services
 	BRIDGE_REQUIRE_SERVICES=1 pytest -q tests/integration
@@ -59,3 +61,4 @@ stop:
 	tools/slurm-cluster.sh stop all
 	tools/ray-cluster.sh stop
 	tools/kube-control-plane.sh stop
+	tools/lsf-pac.sh stop

@@ -10,7 +10,8 @@
 # dir. Read by `start` only: BRIDGE_LSF_PAC_PORT (8080, PAC's default http port),
 # BRIDGE_LSF_TOKEN_TTL (3600 s), BRIDGE_LSF_MINUTE_SECONDS (60: seconds in one run-limit minute),
 # BRIDGE_LSF_CLEAN_PERIOD (3600 s), BRIDGE_LSF_HOST_SLOTS (4). Jobs run as local processes of the
-# user who runs this script; the simulator kills them when it stops.
+# user who runs this script; the simulator kills them when it stops. <run>/lsf/log/access.log has
+# one line per request (time, method, path, status), which tests count.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -109,8 +110,10 @@ start() {
   stop_processes
   answers && die "something else answers on $URL (not the simulator of $RUN); not starting a second one"
   settings >"$SETTINGS"
+  # Passwords go in a 0600 file, not on the command line, where every local user could read them.
+  (umask 077; printf '%s\n' "$JOB_USER:$(password "$JOB_USER")" "$OTHER_USER:$(password "$OTHER_USER")" >"$RUN/users")
   setsid env --chdir="$RUN" "$PYTHON" -u "$REPO/tests/simulators/lsf_pac.py" --port "$PORT" \
-    --state-dir "$RUN/state" --users "$JOB_USER:$(password "$JOB_USER")" "$OTHER_USER:$(password "$OTHER_USER")" \
+    --state-dir "$RUN/state" --users-file "$RUN/users" --access-log "$RUN/log/access.log" \
     --token-ttl "$TOKEN_TTL" --minute-seconds "$MINUTE_SECONDS" --clean-period "$CLEAN_PERIOD" \
     --host-slots "$HOST_SLOTS" </dev/null >>"$RUN/log/simulator.out" 2>&1 9>&- &
   local pid=$!

@@ -83,11 +83,12 @@ FAILURE_BY_TERM = {
     "TERM_OWNER": "cancelled", "TERM_ADMIN": "cancelled", "TERM_FORCE_OWNER": "cancelled",
     "TERM_FORCE_ADMIN": "cancelled", "TERM_PREEMPT": "preempted", "TERM_ZOMBIE": "node_failure",
 }
-# Pending reasons LSF never clears by itself: the job waits in a queue that takes no jobs, or for
-# a host that does not exist. LSF keeps such jobs pending forever.
+# Pending reasons LSF never clears by itself: the job waits in a queue that takes no jobs, for a
+# host that does not exist, or on a dependency that can no longer be met (lsb_pendreason()'s
+# PEND_JOB_DEP_INVALID). LSF keeps such jobs pending forever.
 HOPELESS_REASONS = re.compile(
     r"queue is closed|queue .*not accept|no (suitable|eligible) hosts?|not a (valid|known) host|"
-    r"never be satisfied|invalid (queue|host|resource)", re.IGNORECASE)
+    r"never (be )?satisfied|invalid (queue|host|resource)", re.IGNORECASE)
 
 # Spec fields with no bsub equivalent Bridge would stand behind.
 UNSUPPORTED = {
@@ -464,6 +465,9 @@ def normalize_job(native):
     elif phase == "failed":
         failure_class = FAILURE_BY_TERM.get(term, "non_zero_exit")
         reason = _text(native.get("exitInfo")) or reason
+        if failure_class == "cancelled":
+            # bkill ends a job EXIT like any failure; Bridge's phases tell a killed job apart.
+            phase = "cancelled"
     elif phase == "queued" and reason and HOPELESS_REASONS.search(reason):
         failure_class = "rejected"
     if state in STATE_REASONS and not reason:
@@ -649,8 +653,10 @@ class LsfClient(Backend):
     def logon(self):
         """Trade user and password for a token: POST /ws/logon, XML body, JSON or XML answer."""
         if not self.user or not self.password:
-            raise AuthFailed("user and password are required to log on to Application Center",
-                             "log on", "user", self.user, MANAGER, self.url)
+            missing = " and ".join(name for name, value in (("user", self.user), ("password", self.password))
+                                   if not value)
+            raise AuthFailed("%s required: Application Center at %s takes a user name and password" % (
+                missing + (" are" if " and " in missing else " is"), self.url), manager=MANAGER, url=self.url)
         body = "<User><name>%s</name><pass>%s</pass></User>" % (escape(self.user), escape(self.password))
         response = self.transport.request("POST", "/ws/logon", content=body.encode("utf-8"),
                                           headers={"Content-Type": "application/xml"}, idempotent=True,

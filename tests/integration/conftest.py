@@ -65,6 +65,21 @@ def require_ray():
     return values
 
 
+def lsf_env():
+    """The env file tools/lsf-pac.sh wrote for the LSF Application Center simulator, or None."""
+    return read_env_file(os.path.join(RUN, "lsf", "env"))
+
+
+def require_lsf():
+    values = lsf_env()
+    if values is None:
+        message = "the LSF PAC simulator is not running: tools/lsf-pac.sh start"
+        if os.environ.get("BRIDGE_REQUIRE_SERVICES") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return values
+
+
 @contextlib.contextmanager
 def private_ray_head(ports, **settings):
     """A second Ray head, started by this tree's tools/ray-cluster.sh in a run dir of its own on

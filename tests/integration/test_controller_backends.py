@@ -1,11 +1,13 @@
-"""The controller end to end on what test_controller_e2e.py leaves out: Ray, scriptFrom, the samples.
+"""The controller end to end on what test_controller_e2e.py leaves out: Ray, LSF, scriptFrom, the samples.
 
-A real kube-apiserver, real Ray (tools/ray-cluster.sh) and real Slurm 22.05, one controller process
-for the module. Covered: Ray BridgeJobs -> Completed with exit code 0, a failing script -> Failed
-with non_zero_exit and its exit code, delete while running -> the Ray job STOPPED and the CR
-released; spec.scriptFrom.configMapKeyRef on Slurm -> Completed; a CR naming a ConfigMap (or key)
+A real kube-apiserver, real Ray (tools/ray-cluster.sh), real Slurm 22.05 and the LSF Application
+Center simulator (tools/lsf-pac.sh), one controller process for the module. Covered: Ray and LSF
+BridgeJobs -> Completed with exit code 0, a failing script -> Failed with non_zero_exit and its exit
+code, delete while running -> the job stopped (Ray STOPPED, LSF killed) and the CR released; on LSF,
+every job submitted once and every poll one list request (the simulator's access log);
+spec.scriptFrom.configMapKeyRef on Slurm -> Completed; a CR naming a ConfigMap (or key)
 that is not there waits with a Submitted condition naming it, and runs once the ConfigMap is
-created; deploy/samples/{slurm,ray}.yaml with the local URLs and credentials filled in run to
+created; deploy/samples/{slurm,ray,lsf}.yaml with the local URLs and credentials filled in run to
 Completed. No token in any status, event, controller log or runner file.
 
 The controller watches all namespaces but only BridgeJobs labelled with this module's run id
@@ -22,7 +24,7 @@ import uuid
 
 import pytest
 
-from conftest import REPO, RUN, ray_env, require_ray, require_slurm, slurm_env
+from conftest import REPO, RUN, lsf_env, ray_env, require_lsf, require_ray, require_slurm, slurm_env
 from test_controller_e2e import GROUP, PLURAL, VERSION, free_port, kube, wait_for  # noqa: F401 pylint: disable=unused-import
 from test_crd import manifests
 
@@ -72,8 +74,9 @@ def controller(kube, tmp_path_factory):
 
 
 def secrets():
-    """Every token the tests may hand the controller."""
-    found = [(slurm_env("22.05") or {}).get("SLURM_JWT"), (ray_env() or {}).get("RAY_TOKEN")]
+    """Every token and password the tests may hand the controller."""
+    found = [(slurm_env("22.05") or {}).get("SLURM_JWT"), (ray_env() or {}).get("RAY_TOKEN"),
+             (lsf_env() or {}).get("LSF_PASSWORD")]
     return [value for value in found if value]
 
 
@@ -147,6 +150,26 @@ def ray_client(ray):
     return RayClient(ray["RAY_URL"], token=ray.get("RAY_TOKEN") or None)
 
 
+def lsf_client(lsf):
+    sys.path.insert(0, os.path.join(RUN, "collections"))
+    from ansible_collections.bridge.hpc.plugins.module_utils.lsf import LsfClient
+
+    return LsfClient(lsf["LSF_PAC_URL"], user=lsf["LSF_USER"], password=lsf["LSF_PASSWORD"])
+
+
+class AccessLog:
+    """The LSF simulator's access log ("time METHOD path status" lines) from now on."""
+
+    def __init__(self):
+        self.path = os.path.join(RUN, "lsf", "log", "access.log")
+        self.start = os.path.getsize(self.path) if os.path.exists(self.path) else 0
+
+    def requests(self):
+        with open(self.path) as handle:
+            handle.seek(self.start)
+            return [line.split()[1:3] for line in handle if line.strip()]
+
+
 def slurm_backend(namespace, slurm):
     namespace.secret("slurm", {"user": slurm["SLURM_USER"], "token": slurm["SLURM_JWT"]})
     return {"type": "slurm", "url": slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm"},
@@ -176,6 +199,37 @@ def test_ray_bridgejobs_complete_fail_and_are_stopped_on_delete(controller):
     namespace.delete_and_wait_gone("sleeper")
     job = ray_client(ray).get(job_id)
     assert job["phase"] == "cancelled" and job["native_state"] == "STOPPED", job["native_state"]
+    namespace.assert_no_secret(("ok", "exit3"))
+
+
+def test_lsf_bridgejobs_complete_fail_are_killed_on_delete_submit_once_and_poll_by_list(controller):
+    lsf = require_lsf()
+    namespace = Namespace(controller, "e2e-lsf")
+    namespace.secret("lsf", {"user": lsf["LSF_USER"], "password": lsf["LSF_PASSWORD"]})
+    backend = {"type": "lsf", "url": lsf["LSF_PAC_URL"], "credentialsSecretRef": {"name": "lsf"}}
+    access = AccessLog()
+    for name, script in (("ok", "#!/bin/bash\necho \"fine in $LSB_QUEUE\"\n"), ("exit3", "#!/bin/bash\nexit 3\n"),
+                         ("sleeper", "#!/bin/bash\nsleep 300\n")):
+        namespace.bridgejob(name, backend, script=script, queue="normal")
+
+    done = namespace.wait_phase("ok", "Completed")
+    assert done["status"]["exitCode"] == 0 and done["status"]["jobId"]
+    assert done["status"]["nativeState"] == "DONE"
+    failed = namespace.wait_phase("exit3", "Failed")
+    assert failed["status"]["failureClass"] == "non_zero_exit" and failed["status"]["exitCode"] == 3
+    assert failed["status"]["nativeState"] == "EXIT"
+    job_id = namespace.wait_phase("sleeper", "Running")["status"]["jobId"]
+    namespace.delete_and_wait_gone("sleeper")
+    requests = access.requests()
+
+    job = lsf_client(lsf).get(job_id)
+    assert job["phase"] == "cancelled" and job["reason"].startswith("TERM_OWNER"), job
+    # Never submitted twice; polled with the list of the user's jobs, never job by job.
+    assert requests.count(["POST", "/platform/ws/jobs/submit"]) == 3, requests
+    assert not [path for method, path in requests if method == "GET" and path.startswith("/platform/ws/jobs/")
+                and path.rsplit("/", 1)[1].isdigit()], requests
+    assert ["GET", "/platform/ws/jobs/fullinfo"] in requests
+    assert requests.count(["POST", "/platform/ws/jobs/kill"]) == 1
     namespace.assert_no_secret(("ok", "exit3"))
 
 
@@ -216,7 +270,7 @@ def sample(name):
 
 
 def test_the_samples_run_with_the_local_urls_and_credentials(controller):
-    slurm, ray = require_slurm("22.05"), require_ray()
+    slurm, ray, lsf = require_slurm("22.05"), require_ray(), require_lsf()
     namespace = Namespace(controller, "e2e-samples")
 
     secret, job = sample("slurm.yaml")
@@ -234,7 +288,13 @@ def test_the_samples_run_with_the_local_urls_and_credentials(controller):
     namespace.core.create_namespaced_secret(namespace.name, secret)
     namespace.create(job)
 
-    names = [job["metadata"]["name"] for job in (sample("slurm.yaml")[1], sample("ray.yaml")[1])]
+    secret, job = sample("lsf.yaml")
+    secret["stringData"].update(user=lsf["LSF_USER"], password=lsf["LSF_PASSWORD"])
+    job["spec"]["backend"]["url"] = lsf["LSF_PAC_URL"]
+    namespace.core.create_namespaced_secret(namespace.name, secret)
+    namespace.create(job)
+
+    names = [sample(name)[1]["metadata"]["name"] for name in ("slurm.yaml", "ray.yaml", "lsf.yaml")]
     for name in names:
         done = wait_for(lambda name=name: namespace.read(name), lambda o: phase_of(o) in ("Completed", "Failed"))
         assert phase_of(done) == "Completed", done.get("status")

@@ -174,7 +174,7 @@ def namespace(deployed):
     core = client.CoreV1Api(deployed)
     name = "bridge-crd-%s" % uuid.uuid4().hex[:8]
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"bridge.dev/test": "crd"})))
-    for sample_file in ("slurm.yaml", "ray.yaml"):
+    for sample_file in ("slurm.yaml", "ray.yaml", "lsf.yaml"):
         secret = sample(sample_file, "Secret")
         core.create_namespaced_secret(name, secret)
     objects = client.CustomObjectsApi(deployed)
@@ -254,7 +254,7 @@ def test_list_as_table_serves_the_printer_columns(deployed, namespace, objects):
 
 # ------------------------------------------------------------------ admission
 
-@pytest.mark.parametrize("sample_file", ["slurm.yaml", "ray.yaml"])
+@pytest.mark.parametrize("sample_file", ["slurm.yaml", "ray.yaml", "lsf.yaml"])
 def test_samples_are_accepted_with_defaults_filled_in(objects, namespace, sample_file):
     created = create(objects, namespace, sample(sample_file, "BridgeJob"))
     spec = created["spec"]

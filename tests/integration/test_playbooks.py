@@ -9,16 +9,19 @@ import uuid
 
 import pytest
 
-from conftest import REPO, SLURM_VERSIONS, ansible_env, ray_env, require_ray, require_slurm, slurm_env, start_playbook
+from conftest import (REPO, SLURM_VERSIONS, ansible_env, lsf_env, ray_env, require_lsf, require_ray, require_slurm, slurm_env,
+                      start_playbook)
 
 PLAYBOOKS = os.path.join(REPO, "tests", "integration", "playbooks")
 RUN_ID = uuid.uuid4().hex[:8]
-# <playbook>:<backend>; the batch pair runs against one Slurm version and Ray.
+# <playbook>:<backend>; the batch pair runs against one Slurm version, Ray and the LSF simulator.
 TARGETS = ["slurm_job:slurm-%s" % version for version in SLURM_VERSIONS] + [
-    "ray_job:ray", "jobs_batch:slurm-22.05", "jobs_batch:ray"]
+    "ray_job:ray", "lsf_job:lsf", "jobs_batch:slurm-22.05", "jobs_batch:ray", "jobs_batch:lsf"]
 
 
 def target_env(backend):
+    if backend == "lsf":
+        return lsf_env()
     if backend == "ray":
         values = ray_env()
         return None if values is None else dict(values, RAY_ADDRESS=values["RAY_URL"])
@@ -29,12 +32,15 @@ def batch_vars(backend, values):
     """The connection the batch playbook takes as variables (it tests the generic options)."""
     if backend == "ray":
         return {"backend": "ray", "url": values["RAY_URL"]}
+    if backend == "lsf":
+        return {"backend": "lsf", "url": values["LSF_PAC_URL"], "user": values["LSF_USER"],
+                "password": values["LSF_PASSWORD"]}
     return {"backend": "slurm", "url": values["SLURM_URL"], "user": values["SLURM_USER"],
             "token": values["SLURM_JWT"], "api_version": values["SLURM_API_VERSIONS"].split(",")[0]}
 
 
 def secret_of(values):
-    return values.get("SLURM_JWT") or values.get("RAY_TOKEN") or None
+    return values.get("SLURM_JWT") or values.get("RAY_TOKEN") or values.get("LSF_PASSWORD") or None
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +70,8 @@ def test_job_playbook(target, runs):
     backend = target.split(":")[1]
     if backend == "ray":
         require_ray()
+    elif backend == "lsf":
+        require_lsf()
     else:
         require_slurm(backend.split("-", 1)[1])
     process, log_path, values = runs[target]

@@ -47,6 +47,9 @@ LONG_STATUS = {PEND: "Pending", RUN: "Running", DONE: "Done", EXIT: "Exit"}
 REASON_QUEUE_INACTIVE = "The queue is inactivated by the administrator"
 REASON_QUEUE_SLOTS = "The queue has reached its job slot limit"
 REASON_HOST_SLOTS = "Not enough job slot(s)"
+# lsb_pendreason(): PEND_JOB_DEPEND and PEND_JOB_DEP_INVALID (LSF API reference, "lsb_pendreason").
+REASON_DEPEND = "The job is waiting for its dependency condition(s) to be satisfied"
+REASON_DEP_NEVER = "The dependency condition is invalid or never satisfied"
 
 DEFAULT_QUEUES = {
     # normal: the default queue, open and active, no limits but its slots.
@@ -309,6 +312,40 @@ def parse_runlimit(text):
     return int(match.group(1) or 0) * 60 + int(match.group(2))
 
 
+# bsub -w: "done(ID)", "exit(ID)", "ended(ID)", "started(ID)" or a bare ID (= done), joined by
+# "&&" (LSF bsub -w reference, "Dependency conditions"); job names, "||", "!" and exit-code
+# comparisons are not simulated and refused.
+DEPENDENCY = re.compile(r"^\s*(?:(done|exit|ended|started)\(\s*(\d+)\s*\)|(\d+))\s*$")
+
+
+def parse_dependency(text):
+    conditions = []
+    for part in text.split("&&"):
+        match = DEPENDENCY.match(part)
+        if not match:
+            raise PacError(400, "%s: Dependency condition syntax error (only done/exit/ended/started(ID) "
+                                "joined by && are simulated). Job not submitted." % text)
+        conditions.append((match.group(1) or "done", int(match.group(2) or match.group(3))))
+    return conditions
+
+
+def dependency_state(condition, job):
+    """True (met), False (waiting) or None (can never be met) for one condition on `job`."""
+    kind, _job_id = condition
+    if job is None:
+        # The job was forgotten (CLEAN_PERIOD); docs silent: the simulator says never satisfied.
+        return None
+    finished = job.status in (DONE, EXIT)
+    if kind == "started":
+        if job.start_time is not None:
+            return True
+        return None if finished else False
+    if not finished:
+        return False
+    wanted = {"done": (DONE,), "exit": (EXIT,), "ended": (DONE, EXIT)}[kind]
+    return True if job.status in wanted else None
+
+
 def parse_env(spec, base):
     # bsub -env "none" | "all[, ~name][, name=value]" | "name=value[, ...]" (LSF bsub -env reference;
     # not in the shared docs). Bare names would copy the submitter's value: there is none here.
@@ -385,6 +422,11 @@ class Cluster(object):
         for pid, option in (("JOB_NAME", "-J"), ("OUTPUT_FILE", "-o"), ("ERROR_FILE", "-e"), ("QUEUE", "-q")):
             if values.get(pid) and option not in options:
                 options[option] = values[pid]
+        dependency = parse_dependency(options["-w"]) if "-w" in options else []
+        missing = [str(job_id) for _kind, job_id in dependency if job_id not in self.jobs]
+        if missing:
+            # bsub -w naming a job mbatchd does not know (LSF bsub -w reference).
+            raise PacError(400, "%s: No matching job found. Job not submitted." % ", ".join(missing))
         if "-W" not in options and (values.get("RUNLIMITHOUR") or values.get("RUNLIMITMINUTE")):
             try:
                 options["-W"] = str(int(values.get("RUNLIMITHOUR") or 0) * 60 + int(values.get("RUNLIMITMINUTE") or 0))
@@ -430,7 +472,7 @@ class Cluster(object):
             job = Job(job_id, user, command=command, queue=queue_name, name=options.get("-J", command[:60]),
                       description=options.get("-Jd", ""), project=options.get("-P", "default"),
                       slots=slots, runlimit=runlimit, memlimit=memlimit, cwd=cwd, job_dir=job_dir,
-                      options=options)
+                      options=options, dependency=dependency)
             os.makedirs(job_dir, exist_ok=True)
             # bsub -cwd: docs silent on a missing directory; the simulator creates it.
             os.makedirs(cwd, exist_ok=True)
@@ -460,7 +502,12 @@ class Cluster(object):
     def _dispatch(self):
         for job in [j for j in self.jobs.values() if j.status == PEND]:
             queue = self.queues[job.queue]
-            if queue["status"].endswith("Inact"):
+            met = [dependency_state(c, self.jobs.get(c[1])) for c in job.dependency]
+            if None in met:
+                job.pend_reason = REASON_DEP_NEVER
+            elif not all(met):
+                job.pend_reason = REASON_DEPEND
+            elif queue["status"].endswith("Inact"):
                 job.pend_reason = REASON_QUEUE_INACTIVE
             elif self._used(job.queue) + job.slots > queue.get("slots", self.host_slots):
                 job.pend_reason = REASON_QUEUE_SLOTS
@@ -758,7 +805,9 @@ class Handler(BaseHTTPRequestHandler):
             ctype, payload = "text/plain", reply.encode()
         else:
             ctype, payload = reply.render(want_json)
-        self.send_response(200 if isinstance(reply, str) else reply.status)
+        status = 200 if isinstance(reply, str) else reply.status
+        self.server.access(method, url.path, status)
+        self.send_response(status)
         self.send_header("Content-Type", ctype + "; charset=UTF-8")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
@@ -964,14 +1013,36 @@ class App(object):
             return Reply("queues", {"@total": len(views), "queue": views})
 
 
+class Server(ThreadingHTTPServer):
+    """The HTTP server with an access log: one "METHOD path status" line per request, as a web
+    server's access log has them (no query string, no headers: nothing secret)."""
+
+    daemon_threads = True
+
+    def __init__(self, address, access_log=None):
+        super().__init__(address, Handler)
+        self.access_log = open(access_log, "a", buffering=1) if access_log else None
+        self.access_lock = threading.Lock()
+
+    def access(self, method, path, status):
+        if self.access_log:
+            with self.access_lock:
+                self.access_log.write("%s %s %s %d\n" % (utc(time.time()), method, path, status))
+
+    def server_close(self):
+        super().server_close()
+        if self.access_log:
+            self.access_log.close()
+
+
 class LsfPacSimulator(object):
     """The simulator in-process: a ThreadingHTTPServer on 127.0.0.1 plus the scheduler thread."""
 
-    def __init__(self, state_dir, users, port=0, token_ttl=3600.0, admins=(), verbose=False, **cluster_options):
+    def __init__(self, state_dir, users, port=0, token_ttl=3600.0, admins=(), verbose=False, access_log=None,
+                 **cluster_options):
         self.cluster = Cluster(state_dir, **cluster_options)
         self.tokens = Tokens(users, token_ttl)
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = Server(("127.0.0.1", port), access_log)
         self.httpd.app = App(self.cluster, self.tokens, admins)
         self.httpd.verbose = verbose
         self.port = self.httpd.server_address[1]
@@ -1001,7 +1072,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="A simulator of LSF Application Center web services (tests only).")
     parser.add_argument("--port", type=int, default=0, help="0: a free port")
     parser.add_argument("--state-dir", required=True, help="spool for job directories")
-    parser.add_argument("--users", nargs="+", required=True, metavar="USER:PASSWORD")
+    users = parser.add_mutually_exclusive_group(required=True)
+    users.add_argument("--users", nargs="+", metavar="USER:PASSWORD")
+    users.add_argument("--users-file", help="lines USER:PASSWORD (keeps passwords out of the process list)")
+    parser.add_argument("--access-log", help="append one line per request: time, method, path, status")
     parser.add_argument("--admins", nargs="*", default=(), metavar="USER")
     parser.add_argument("--token-ttl", type=float, default=3600.0, help="token lifetime, seconds")
     parser.add_argument("--minute-seconds", type=float, default=60.0, help="seconds in one run-limit minute")
@@ -1011,13 +1085,16 @@ def main(argv=None):
     parser.add_argument("--port-file", help="write the bound port here once listening")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
+    if args.users_file:
+        with open(args.users_file) as handle:
+            args.users = [line.strip() for line in handle if line.strip()]
     users = dict(u.split(":", 1) for u in args.users)
     queues = None
     if args.queues:
         with open(args.queues) as handle:
             queues = json.load(handle)
     sim = LsfPacSimulator(args.state_dir, users, port=args.port, token_ttl=args.token_ttl, admins=args.admins,
-                          verbose=args.verbose, queues=queues, host_slots=args.host_slots,
+                          verbose=args.verbose, access_log=args.access_log, queues=queues, host_slots=args.host_slots,
                           minute_seconds=args.minute_seconds, clean_period=args.clean_period)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -239,6 +239,22 @@ def test_inactive_queue_keeps_the_job_pending_with_a_reason(sim):
     assert job(sim, cookie, job_id)["exitInfo"] == "TERM_OWNER"
 
 
+def test_dependency_waits_runs_and_is_never_satisfied_after_the_wrong_end(sim):
+    cookie = logon(sim)
+    first = submitted(sim, cookie, "sleep 0.5; exit 3")
+    waits_done = submitted(sim, cookie, "true", "-w 'done(%s)'" % first)
+    waits_exit = submitted(sim, cookie, "true", "-w 'exit(%s) && started(%s)'" % (first, first))
+    time.sleep(0.2)
+    assert job(sim, cookie, waits_done)["pendReason"] == "The job is waiting for its dependency condition(s) to be satisfied"
+    assert wait_for(sim, cookie, waits_exit, {"DONE"})["jobStatus"] == "DONE"
+    never = wait_for(sim, cookie, waits_done, set(), timeout=0.3)
+    assert (never["jobStatus"], never["pendReason"]) == ("PEND", "The dependency condition is invalid or never satisfied")
+    httpx.post(sim.url + "ws/jobs/kill", data={"ids": str(waits_done)}, headers=cookie)
+    unknown = submit(sim, cookie, "true", "-w 'done(987654)'")
+    assert unknown.status_code == 400 and "No matching job found" in unknown.json()["message"]
+    assert submit(sim, cookie, "true", "-w 'done(%s) || done(1)'" % first).status_code == 400
+
+
 def test_refusals_unknown_queue_closed_queue_bad_multipart_other_app(sim):
     cookie = logon(sim)
     unknown = submit(sim, cookie, "true", "-q nosuch")

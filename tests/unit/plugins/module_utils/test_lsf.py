@@ -274,6 +274,7 @@ def test_suspension_is_shown():
 def test_exit_reasons_classify_failures(exit_info, exit_status, failure_class, exit_code):
     job = normalize_job({"jobId": "1", "jobStatus": "EXIT", "exitInfo": exit_info, "exitStatus": exit_status})
     assert (job["failure_class"], job["exit_code"]) == (failure_class, exit_code)
+    assert job["phase"] == ("cancelled" if failure_class == "cancelled" else "failed")
 
 
 def test_unknown_hosts_are_node_failures():
@@ -289,6 +290,9 @@ def test_a_done_job_exits_zero():
 @pytest.mark.parametrize("reason, failure_class", [
     ("The queue is closed", "rejected"),
     ("No suitable hosts for the job", "rejected"),
+    ("The dependency condition is invalid or never satisfied", "rejected"),
+    ("The job is waiting for its dependency condition(s) to be satisfied", None),
+    ("The queue is inactivated by the administrator", None),
     ("New job is waiting for scheduling", None),
     ("Not enough job slot(s)", None),
 ])
@@ -431,9 +435,14 @@ def test_a_refused_logon_is_auth_failed_without_the_password(answer):
 def test_no_password_fails_before_any_request():
     client, pac = client_for({})
     client.password = None
-    with pytest.raises(AuthFailed):
+    with pytest.raises(AuthFailed) as err:
         client.get("1")
     assert pac.sent == []
+    assert str(err.value).startswith("password is required: Application Center at ")
+    client.user = None
+    with pytest.raises(AuthFailed) as err:
+        client.get("1")
+    assert str(err.value).startswith("user and password are required")
 
 
 def assert_no_secret(error):
