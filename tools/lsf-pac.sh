@@ -9,9 +9,10 @@
 # LSF_PASSWORD, LSF_OTHER_USER, LSF_OTHER_PASSWORD and LSF_QUEUES; passwords are made once per run
 # dir. Read by `start` only: BRIDGE_LSF_PAC_PORT (8080, PAC's default http port),
 # BRIDGE_LSF_TOKEN_TTL (3600 s), BRIDGE_LSF_MINUTE_SECONDS (60: seconds in one run-limit minute),
-# BRIDGE_LSF_CLEAN_PERIOD (3600 s), BRIDGE_LSF_HOST_SLOTS (4). Jobs run as local processes of the
-# user who runs this script; the simulator kills them when it stops. <run>/lsf/log/access.log has
-# one line per request (time, method, path, status), which tests count.
+# BRIDGE_LSF_CLEAN_PERIOD (3600 s), BRIDGE_LSF_HOST_SLOTS (4). Run as root, it creates the local
+# accounts bridge and bridgeother if missing and runs each job as its LSF user's account, as LSF
+# does; otherwise jobs run as the user who runs this script. The simulator kills them when it
+# stops. <run>/lsf/log/access.log has one line per request (time, method, path, status).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -110,6 +111,10 @@ start() {
   stop_processes
   answers && die "something else answers on $URL (not the simulator of $RUN); not starting a second one"
   settings >"$SETTINGS"
+  # Jobs run as the LSF user's local account when the simulator runs as root, as LSF runs them.
+  if [[ $(id -u) == 0 ]]; then
+    for u in "$JOB_USER" "$OTHER_USER"; do id "$u" >/dev/null 2>&1 || useradd -m -s /bin/bash "$u"; done
+  fi
   # Passwords go in a 0600 file, not on the command line, where every local user could read them.
   (umask 077; printf '%s\n' "$JOB_USER:$(password "$JOB_USER")" "$OTHER_USER:$(password "$OTHER_USER")" >"$RUN/users")
   setsid env --chdir="$RUN" "$PYTHON" -u "$REPO/tests/simulators/lsf_pac.py" --port "$PORT" \

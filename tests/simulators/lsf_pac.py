@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import json
 import os
+import pwd
 import re
 import secrets
 import shlex
@@ -385,7 +386,7 @@ class Job(object):
 
 class Cluster(object):
     def __init__(self, state_dir, queues=None, host_slots=4, minute_seconds=60.0, clean_period=3600.0,
-                 kill_grace=1.0, tick=0.1):
+                 kill_grace=1.0, tick=0.1, as_users=None):
         self.state_dir = os.path.abspath(state_dir)
         self.spool = os.path.join(self.state_dir, "spool")
         os.makedirs(self.spool, exist_ok=True)
@@ -396,11 +397,30 @@ class Cluster(object):
         self.clean_period = float(clean_period)
         self.kill_grace = kill_grace
         self.tick = tick
+        # LSF runs a job as the user who submitted it (sbatchd switches to that uid). The simulator
+        # does too when it runs as root and the LSF user is a local account; otherwise jobs run as
+        # the simulator's own user (in-process unit tests with made-up user names).
+        self.as_users = os.geteuid() == 0 if as_users is None else as_users
         self.jobs = collections.OrderedDict()
         self.next_id = 1
         self.lock = threading.RLock()
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="lsf-pac-scheduler", daemon=True)
+
+    def account(self, user):
+        """The local account a job of `user` runs as, or None to run it as the simulator's user."""
+        if not self.as_users:
+            return None
+        try:
+            return pwd.getpwnam(user)
+        except KeyError:
+            return None
+
+    def give(self, account, *paths):
+        """Hand what the simulator made for a job to the job's user."""
+        if account is not None:
+            for path in paths:
+                os.chown(path, account.pw_uid, account.pw_gid)
 
     # -- submit ------------------------------------------------------------------------------
     def default_queue(self):
@@ -479,9 +499,12 @@ class Cluster(object):
             # Uploaded files land in the job's working directory, so a command may name them
             # relatively (lsf-faas runs "python3 lsf_faas.py", the pod "`pwd`/script"); docs silent.
             # Mode 0644: the pod chmods its script before running it.
+            account = self.account(user)
+            self.give(account, os.path.dirname(job_dir), job_dir, cwd)
             for filename, payload in uploads:
                 with open(os.path.join(cwd, filename), "wb") as handle:
                     handle.write(payload)
+                self.give(account, os.path.join(cwd, filename))
             self.jobs[job_id] = job
         return job
 
@@ -517,7 +540,9 @@ class Cluster(object):
                 self._run(job)
 
     def _run(self, job):
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/"),
+        account = self.account(job.user)
+        home = account.pw_dir if account else os.environ.get("HOME", "/")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home,
                "USER": job.user, "LOGNAME": job.user, "LANG": os.environ.get("LANG", "C.UTF-8")}
         env = parse_env(job.options.get("-env", "all"), env)
         # Variables LSF sets in every job (LSF "Environment variables set for job execution").
@@ -537,13 +562,17 @@ class Cluster(object):
         out_path, out_mode = path(("-oo", "-o"), os.path.join(job.job_dir, "output"))
         err_path, err_mode = path(("-eo", "-e"), None)
         job.outfile, job.errfile = out_path, err_path or ""
+        identity = {}
+        if account is not None:
+            identity = {"user": account.pw_uid, "group": account.pw_gid,
+                        "extra_groups": os.getgrouplist(account.pw_name, account.pw_gid)}
         try:
-            with open(out_path, out_mode) as out:
-                err = open(err_path, err_mode) if err_path else subprocess.STDOUT
+            with self.output(out_path, out_mode, account) as out:
+                err = self.output(err_path, err_mode, account) if err_path else subprocess.STDOUT
                 try:
                     job.process = subprocess.Popen(["/bin/sh", "-c", job.command], cwd=job.cwd, env=env,
                                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                                   start_new_session=True)
+                                                   start_new_session=True, **identity)
                 finally:
                     if err_path:
                         err.close()
@@ -553,6 +582,15 @@ class Cluster(object):
             job.start_time = job.end_time = time.time()
             return
         job.status, job.pend_reason, job.start_time = RUN, "", time.time()
+
+    def output(self, path, mode, account):
+        """An output file opened for the job. The simulator opens it, not the job: one it creates
+        is handed to the job's user; an existing one is not checked for the user's permission."""
+        existed = os.path.exists(path)
+        handle = open(path, mode)
+        if not existed:
+            self.give(account, path)
+        return handle
 
     def _supervise(self):
         now = time.time()
