@@ -566,6 +566,8 @@ def normalize_host(native):
         "status": status.lower(),
         "usable": status.lower() in ("ok", "closed_full", "closed_excl", "closed_busy"),
         "ncpus": _integer(native.get("maxCpus", static.get("nCpus", static.get("ncpus")))),
+        # MXJ (lsb.hosts): job slots, which may differ from CPUs; None when not reported.
+        "max_slots": _integer(native.get("maxJobs")),
         "max_memory_mb": memory_mb(native.get("maxMem", static.get("maxMem"))),
         "model": _text(static.get("hostModel")),
         "type": _text(static.get("hostType")),
@@ -573,10 +575,11 @@ def normalize_host(native):
     }
 
 
-def check_fits(spec, queues):
+def check_fits(spec, queues, hosts=()):
     """Refuse a job the queue would refuse or keep pending forever: unknown or closed queue, more
-    slots, minutes or memory than its limits."""
+    slots, minutes or memory than its limits, or a shape no host of the queue can hold."""
     if not queues:
+        check_hosts(spec, hosts)
         return
     by_name = dict((q["name"], q) for q in queues)
     options = dict((option, value) for option, value, _field in compile_options(spec))
@@ -590,9 +593,50 @@ def check_fits(spec, queues):
     else:
         # PAC does not say which queue is the default; a job that fits no open queue fits none.
         candidates = [q for q in queues if q["open"]] or queues
-    problems = [_queue_misfit(queue, resources, _integer(options.get("-n")) or 1) for queue in candidates]
+    slots = _integer(options.get("-n")) or 1
+    problems = [_queue_misfit(queue, resources, slots) or _hosts_misfit(spec, _queue_hosts(queue, hosts))
+                for queue in candidates]
     if all(problems):
         raise SpecError(*problems[0])
+
+
+def check_hosts(spec, hosts):
+    problem = _hosts_misfit(spec, hosts)
+    if problem:
+        raise SpecError(*problem)
+
+
+def _queue_hosts(queue, hosts):
+    """The hosts a queue dispatches to: its HOSTS list when it names hosts this cluster reported,
+    else all of them (HOSTS may be "all" or name host groups, which PAC does not expand)."""
+    names = set((queue["hosts"] or "").replace(",", " ").split())
+    named = [host for host in hosts if host["name"] in names]
+    return named or list(hosts)
+
+
+def _hosts_misfit(spec, hosts):
+    """(field, reason) when no host, down or up, could ever hold the job: more slots on one host
+    than the largest has, more slots than all have, or more memory per host than the largest."""
+    sized = [host for host in hosts if host["max_slots"] or host["ncpus"]]
+    if not sized:
+        return None
+    resources = spec["resources"]
+    slots, span = _slots(resources)
+    capacity = [host["max_slots"] or host["ncpus"] for host in sized]
+    if span and slots:
+        per_host = slots if span == "span[hosts=1]" else int(span[len("span[ptile="):-1])
+        field = "resources.cpus_per_task" if span == "span[hosts=1]" else "resources.tasks_per_node"
+        if per_host > max(capacity):
+            return (field, "%d slots on one host, but the largest host has %d" % (per_host, max(capacity)))
+    if slots and slots > sum(capacity):
+        return ("resources.tasks", "%d slots (tasks x cpus_per_task), but all hosts together have %d" % (
+            slots, sum(capacity)))
+    memory = [host["max_memory_mb"] for host in hosts if host["max_memory_mb"]]
+    # rusage[mem] reserves per host, so a host must have it all.
+    if resources["memory_mb"] and memory and resources["memory_mb"] > max(memory):
+        return ("resources.memory", "%d MB per host, but the largest host has %d MB" % (
+            resources["memory_mb"], max(memory)))
+    return None
 
 
 def _queue_misfit(queue, resources, slots):
@@ -647,6 +691,7 @@ class LsfClient(Backend):
         self._cookie = None
         self._expires = None
         self._queues = None
+        self._hosts = None
 
     # -- plumbing
 
@@ -799,10 +844,16 @@ class LsfClient(Backend):
         return {"queues": self.queues(), "hosts": self.hosts()}
 
     def check(self, spec):
-        # The queues are read once per client: a batch of jobs is checked against one view.
+        # Queues and hosts are read once per client: a batch of jobs is checked against one view.
         if self._queues is None:
             self._queues = self.queues()
-        check_fits(spec, self._queues)
+        if self._hosts is None:
+            try:
+                self._hosts = self.hosts()
+            except (NotFound, Rejected):
+                # A site may not let users list hosts; the queues still say enough to check.
+                self._hosts = []
+        check_fits(spec, self._queues, self._hosts)
 
 
 # bkill's (and PAC's) words for a job id LSF does not know; "Not Found" alone is the HTTP reason

@@ -626,7 +626,45 @@ def test_check_reads_the_queues_once_and_passes_what_fits():
     client.check(spec(queue="normal", resources={"time_limit": 60, "tasks": 8, "memory": "4G"}))
     client.check(spec(resources={"time_limit": 600}))
     client.check(spec(lsf={"-q": "long"}, resources={"time_limit": 600}))
-    assert pac.paths() == ["POST /ws/logon", "GET /ws/queues"]
+    # The hosts are read once too; this PAC does not serve them (404), so only the queues count.
+    assert pac.paths() == ["POST /ws/logon", "GET /ws/queues", "GET /ws/hosts"]
+
+
+HOSTS = {"@total": "3", "host": [
+    {"hostName": "big", "hostStatus": "unavail", "maxCpus": "16", "maxMem": "64 G"},
+    {"hostName": "small", "hostStatus": "ok", "maxCpus": "8", "maxJobs": "4", "maxMem": "8 G"},
+    {"hostName": "nosize", "hostStatus": "ok"}]}
+
+
+def hosts_client(queue_hosts="all"):
+    queues = {"@total": "1", "queue": {"queueName": "q", "status": "Open:Active", "hosts": queue_hosts}}
+    routes = route("/ws/queues", (200, queues))
+    routes[("GET", "/platform/ws/hosts")] = (200, HOSTS)
+    return client_for(routes)[0]
+
+
+@pytest.mark.parametrize("resources, field, words", [
+    ({"tasks": 2, "cpus_per_task": 17}, "resources.cpus_per_task", "34 slots on one host, but the largest host has 16"),
+    ({"nodes": 2, "tasks_per_node": 17}, "resources.tasks_per_node", "17 slots on one host"),
+    ({"tasks": 21}, "resources.tasks", "21 slots (tasks x cpus_per_task), but all hosts together have 20"),
+    ({"memory": "65G"}, "resources.memory", "66560 MB per host, but the largest host has 65536 MB"),
+])
+def test_check_refuses_a_shape_no_host_can_hold_even_a_host_that_is_down(resources, field, words):
+    with pytest.raises(SpecError) as err:
+        hosts_client().check(spec(resources=resources))
+    assert err.value.field == field and words in str(err.value)
+
+
+def test_check_passes_what_the_largest_host_holds_and_uses_the_queues_hosts():
+    client = hosts_client()
+    client.check(spec(resources={"tasks": 2, "cpus_per_task": 8, "memory": "64G"}))
+    client.check(spec(resources={"tasks": 20}))
+    # A queue that names its hosts dispatches only there: "small" has 4 job slots (MXJ).
+    with pytest.raises(SpecError) as err:
+        hosts_client("small").check(spec(resources={"tasks": 1, "cpus_per_task": 5}))
+    assert "the largest host has 4" in str(err.value)
+    # Host groups PAC does not expand: every host counts.
+    hosts_client("hgroup1").check(spec(resources={"tasks": 1, "cpus_per_task": 16}))
 
 
 def test_describe_logs_on():
