@@ -52,6 +52,8 @@ bench: bootstrap
 	set -a; . .run/slurm-22.05/env; set +a; python bench/slurm_submit.py
 	tools/ray-cluster.sh start
 	set -a; . .run/ray/env; set +a; python bench/ray_submit.py
+	tools/lsf-pac.sh start
+	set -a; . .run/lsf/env; set +a; python bench/lsf_submit.py
 
 bench-controller: bootstrap
 	tools/slurm-cluster.sh start 26.05

@@ -15,13 +15,11 @@ env 22.05). Prints per-job milliseconds and the ratios against the raw baseline.
 import argparse
 import json
 import os
-import uuid
 
-from common import print_table, timed, timed_playbook
+from common import SubmitBench
 
 import httpx  # noqa: E402
 
-from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_present  # noqa: E402
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec  # noqa: E402
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient, compile_submit  # noqa: E402
 
@@ -50,49 +48,32 @@ def main():
     parser.add_argument("-n", "--jobs", type=int, default=20, help="jobs per method (default 20)")
     args = parser.parse_args()
     url, user, token = os.environ["SLURM_URL"], os.environ.get("SLURM_USER"), os.environ["SLURM_JWT"]
-    run = uuid.uuid4().hex[:6]
     client = SlurmClient(url, user=user, token=token)
+    bench = SubmitBench(client, spec_for, args.jobs)
     version = client.api_version
     headers = {"X-SLURM-USER-TOKEN": token, "Content-Type": "application/json"}
     if user:
         headers["X-SLURM-USER-NAME"] = user
     raw_http = httpx.Client(base_url=url, headers=headers, timeout=30)
-    submitted = []
 
     def raw(identity):
         body = compile_submit(spec_for(identity), version)
-        response = raw_http.post("/slurm/%s/job/submit" % version, content=json.dumps(body))
-        submitted.append(response.json()["job_id"])
+        return raw_http.post("/slurm/%s/job/submit" % version, content=json.dumps(body)).json()["job_id"]
 
-    def client_submit(identity):
-        submitted.append(client.submit(spec_for(identity)))
+    bench.time_raw(raw, bench.identities("raw"))
+    bench.time_client()
+    identities = set(bench.time_playbook(PLAYBOOK))
+    playbook_jobs = [j["job_id"] for j in client.list() if j["identity"] in identities]
+    requests_per_lifecycle = bench.requests_per_lifecycle(SlurmClient(url, user=user, token=token,
+                                                                      api_version=version))
 
-    def lifecycle(identity):
-        submitted.append(ensure_present(client, spec_for(identity))["job"]["job_id"])
-
-    def names(tag):
-        return ["bench-%s-%s-%03d" % (run, tag, i) for i in range(args.jobs)]
-
-    results = {}
-    results["raw POST"] = timed(raw, names("raw"))
-    results["client.submit"] = timed(client_submit, names("cli"))
-    results["ensure_present"] = timed(lifecycle, names("ens"))
-
-    identities = names("pb")
-    results["ansible-playbook"] = timed_playbook(PLAYBOOK, {"identities": identities}, args.jobs)
-    playbook_jobs = [j["job_id"] for j in client.list() if j["identity"] in set(identities)]
-
-    for job_id in submitted + playbook_jobs:
+    for job_id in bench.submitted + playbook_jobs:
         client.cancel(job_id)
 
-    print_table("Slurm %s (REST %s), %d jobs per method, held then cancelled" % (
-        client.ping().get("release"), version, args.jobs), results, args.jobs)
-    probe = SlurmClient(url, user=user, token=token, api_version=version)
-    ensure_present(probe, spec_for("bench-%s-count" % run))
-    requests_per_lifecycle = probe.transport.requests_sent
-    probe.cancel(probe.find("bench-%s-count" % run)["job_id"])
+    bench.print_table("Slurm %s (REST %s), %d jobs per method, held then cancelled" % (
+        client.ping().get("release"), version, args.jobs))
     print("HTTP requests per ensure_present (new job): %d" % requests_per_lifecycle)
-    print("jobs submitted: %d, all cancelled" % (len(submitted) + len(playbook_jobs) + 1))
+    print("jobs submitted: %d, all cancelled" % (len(bench.submitted) + len(playbook_jobs)))
 
 
 if __name__ == "__main__":
