@@ -8,7 +8,7 @@ over the PAC protocol, not how fast LSF accepts or schedules jobs.
   raw       one httpx POST per job to ws/jobs/submit of the nested multipart body, built
             beforehand with multipart_body, carrying the logon token's cookie (the floor)
   client    LsfClient.submit (compile + multipart body + POST) and, separately, the whole module
-            lifecycle ensure_present (find by identity + queue checks + submit + read back)
+            lifecycle ensure_present (find by identity + queue and host checks + submit + read back)
   playbook  ansible-playbook looping bridge.hpc.lsf_job over the jobs (a process per task)
 
 Jobs (the script `true`) go to the simulator's `inactive` queue (badmin qinact), where LSF keeps
@@ -86,7 +86,7 @@ def main():
 
     bench.print_table("LSF Application Center SIMULATOR (tests/simulators/lsf_pac.py, not real LSF), "
                       "%d jobs per method, pending in queue %s, then killed" % (args.jobs, args.queue))
-    print("HTTP requests per ensure_present (new job, logged on; the queues are read once per client): %d"
+    print("HTTP requests per ensure_present (new job, logged on; queues and hosts are read once per client): %d"
           % requests_per_lifecycle)
     print("jobs submitted: %d, all killed; the simulator lists %d jobs until CLEAN_PERIOD forgets them" % (
         len(jobs), len(client.list())))
