@@ -40,6 +40,7 @@ build-check: bootstrap
 services:
 	for version in $(SLURM_VERSIONS); do tools/slurm-cluster.sh start $$version; done
 	tools/ray-cluster.sh start
+	tools/lsf-pac.sh start
 	tools/kube-control-plane.sh start
 
 integration: bootstrap services
@@ -58,4 +59,5 @@ bench-controller: bootstrap
 stop:
 	tools/slurm-cluster.sh stop all
 	tools/ray-cluster.sh stop
+	tools/lsf-pac.sh stop
 	tools/kube-control-plane.sh stop
