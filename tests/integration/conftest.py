@@ -12,6 +12,7 @@ import tempfile
 import threading
 
 import pytest
+import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.environ.get("BRIDGE_RUN", os.path.join(REPO, ".run"))
@@ -28,10 +29,13 @@ def slurm_env(version):
 
 
 def require_slurm(version):
-    """Env of a running cluster. Under `make test` (BRIDGE_REQUIRE_SERVICES=1) a missing one fails."""
-    values = slurm_env(version)
+    return required(slurm_env(version), "Slurm %s is not running: tools/slurm-cluster.sh start %s" % (version, version))
+
+
+def required(values, message):
+    """Env of a running service. Under `make test` (BRIDGE_REQUIRE_SERVICES=1) a missing one fails
+    with `message`; otherwise the test is skipped."""
     if values is None:
-        message = "Slurm %s is not running: tools/slurm-cluster.sh start %s" % (version, version)
         if os.environ.get("BRIDGE_REQUIRE_SERVICES") == "1":
             pytest.fail(message)
         pytest.skip(message)
@@ -56,28 +60,16 @@ def ray_env():
 
 
 def require_ray():
-    values = ray_env()
-    if values is None:
-        message = "Ray is not running: tools/ray-cluster.sh start"
-        if os.environ.get("BRIDGE_REQUIRE_SERVICES") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return values
+    return required(ray_env(), "Ray is not running: tools/ray-cluster.sh start")
 
 
 def lsf_env():
-    """The env file tools/lsf-pac.sh wrote for the LSF Application Center simulator, or None."""
+    """The env file tools/lsf-pac.sh wrote, or None if the simulator is not running."""
     return read_env_file(os.path.join(RUN, "lsf", "env"))
 
 
 def require_lsf():
-    values = lsf_env()
-    if values is None:
-        message = "the LSF PAC simulator is not running: tools/lsf-pac.sh start"
-        if os.environ.get("BRIDGE_REQUIRE_SERVICES") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return values
+    return required(lsf_env(), "the LSF PAC simulator is not running: tools/lsf-pac.sh start")
 
 
 @contextlib.contextmanager
@@ -330,6 +322,14 @@ def ansible_inventory(path, values, *args):
         with open(output) as handle:
             result.listing = handle.read()
     return result
+
+
+def write_inventory_file(directory, filename, config):
+    """An inventory source: config as YAML in directory/filename; returns its path."""
+    path = os.path.join(str(directory), filename)
+    with open(path, "w") as handle:
+        yaml.safe_dump(config, handle)
+    return path
 
 
 def listed(result):

@@ -9,8 +9,6 @@ Regenerate the golden file with BRIDGE_UPDATE_GOLDEN=1.
 import os
 import subprocess
 
-import yaml
-
 from conftest import (
     REPO,
     VENV_BIN,
@@ -23,6 +21,7 @@ from conftest import (
     rename,
     require_ray,
     unwrap,
+    write_inventory_file,
 )
 
 GOLDEN = os.path.join(REPO, "tests", "integration", "golden", "inventory_ray.json")
@@ -54,10 +53,7 @@ def write_inventory(directory, values, **overrides):
     """An x.ray.yml for this head; the token stays in the environment (RAY_AUTH_TOKEN)."""
     config = dict(CONFIG, url=values["RAY_URL"])
     config.update(overrides)
-    path = os.path.join(str(directory), "x.ray.yml")
-    with open(path, "w") as handle:
-        yaml.safe_dump(config, handle)
-    return path
+    return write_inventory_file(directory, "x.ray.yml", config)
 
 
 def run_inventory(path, values, *args):

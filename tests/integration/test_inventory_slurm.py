@@ -8,7 +8,6 @@ name of the machine the cluster runs on. Regenerate the golden files with BRIDGE
 import os
 
 import pytest
-import yaml
 
 from conftest import (
     REPO,
@@ -21,6 +20,7 @@ from conftest import (
     rename,
     require_slurm,
     unwrap,
+    write_inventory_file,
 )
 
 GOLDEN = os.path.join(REPO, "tests", "integration", "golden")
@@ -48,10 +48,7 @@ def write_inventory(directory, values, **overrides):
     """An x.slurm.yml for this cluster; the token stays in the environment (SLURM_JWT)."""
     config = dict(CONFIG, url=values["SLURM_URL"], user=values["SLURM_USER"])
     config.update(overrides)
-    path = os.path.join(str(directory), "x.slurm.yml")
-    with open(path, "w") as handle:
-        yaml.safe_dump(config, handle)
-    return path
+    return write_inventory_file(directory, "x.slurm.yml", config)
 
 
 def stable(inventory):

@@ -69,3 +69,38 @@ def test_backend_options_namespaces_are_documented_as_the_registry():
     with open(os.path.join(REPO, "docs", "spec.md")) as handle:
         line = next(line for line in handle if line.startswith("| `backend_options`"))
     assert sorted(re.findall(r"`(\w+)`", line.split("registered backend")[1].split(")")[0])) == sorted(BACKENDS)
+
+
+def inventory_options(plugin):
+    """An inventory plugin's options, merged with those of this collection's fragments it extends
+    (per option, the plugin's keys win: how ansible-doc and the plugin loader merge them)."""
+    docs = yaml.safe_load(plugin.DOCUMENTATION)
+    options = {}
+    for slug in docs.get("extends_documentation_fragment") or []:
+        if slug.startswith("bridge.hpc."):
+            options.update(documented_options(fragment(slug.split(".")[-1]).DOCUMENTATION))
+    for name, spec in docs["options"].items():
+        options[name] = dict(options.get(name) or {}, **spec)
+    return options
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS))
+def test_each_backends_inventory_plugin_documents_its_connection(name):
+    """The inventory plugin of a backend (plugins/inventory/<name>.py, where there is one) has the
+    backend's connection options, with their types, defaults and environment variables."""
+    if not os.path.exists(os.path.join(REPO, "plugins", "inventory", "%s.py" % name)):
+        pytest.skip("backend %s has no inventory plugin" % name)
+    backend = BACKENDS[name]
+    plugin = importlib.import_module("ansible_collections.bridge.hpc.plugins.inventory.%s" % name)
+    documented = inventory_options(plugin)
+    assert documented["plugin"]["choices"] == ["bridge.hpc.%s" % name] == [plugin.InventoryModule.NAME]
+    for option, spec in backend.connection_options().items():
+        assert documented[option]["type"] == spec["type"], option
+        assert documented[option].get("default") == spec.get("default"), option
+        variables = [item["name"] for item in documented[option].get("env") or []]
+        assert variables == list(backend.ENV.get(option, ())), option
+    for secret in backend.SECRETS:
+        assert re.search(r"never part of (a result or )?an error message", " ".join(documented[secret]["description"]),
+                         re.IGNORECASE), secret
+    assert plugin.InventoryModule.MANAGER == backend.TITLE
+    assert plugin.InventoryModule.URL_ENV == backend.ENV["url"][0]

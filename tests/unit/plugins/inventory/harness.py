@@ -1,6 +1,8 @@
 """Running a Bridge inventory plugin in unit tests the way ansible-inventory runs it."""
 
+import contextlib
 import copy
+import importlib
 import os
 
 import pytest
@@ -9,9 +11,28 @@ import yaml
 from ansible.errors import AnsibleParserError
 from ansible.inventory.data import InventoryData
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import inventory_loader
+from ansible.plugins.loader import fragment_loader, inventory_loader
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import ConnectionFailed
+
+
+@contextlib.contextmanager
+def collection_fragments(collection="bridge.hpc"):
+    """The doc fragment loader finds this collection's fragments, as it does with a collection finder."""
+    get = fragment_loader.get
+
+    def find(name, *args, **kwargs):
+        if not name.startswith(collection + "."):
+            return get(name, *args, **kwargs)
+        module = importlib.import_module("ansible_collections.%s.plugins.doc_fragments.%s" % (
+            collection, name[len(collection) + 1:]))
+        return type("ModuleDocFragment", (module.ModuleDocFragment,), {"ansible_name": name})
+
+    fragment_loader.get = find
+    try:
+        yield
+    finally:
+        del fragment_loader.get
 
 
 class PluginRunner:
@@ -27,9 +48,11 @@ class PluginRunner:
         """An InventoryModule set up the way the plugin loader does: option definitions from its docs."""
         module = self.plugin_module
         plugin = module.InventoryModule()
-        # The loader reads DOCUMENTATION (with the constructed and inventory_cache fragments) into the
-        # config manager and names the instance; without a collection finder we do both by hand.
-        inventory_loader._load_config_defs(self.name, module, module.__file__)
+        # The loader reads DOCUMENTATION (with the constructed and inventory_cache fragments, and
+        # this collection's) into the config manager and names the instance; without a collection
+        # finder we do both by hand.
+        with collection_fragments():
+            inventory_loader._load_config_defs(self.name, module, module.__file__)
         inventory_loader._update_object(obj=plugin, name=self.name, path=module.__file__, resolved=self.name)
         if seen_warnings is not None:
             display = copy.copy(plugin.display)
@@ -73,8 +96,9 @@ class InventoryPluginContract:
     sets the attributes below and has a fake_client fixture standing in for the plugin's client
     (its instances list, warnings_payload and the read methods)."""
 
-    runner = None          # the module's PluginRunner; its config names url and token
-    manager = None         # as in messages: "Ray", "Slurm"
+    runner = None          # the module's PluginRunner; its config names url and the secret
+    secret = "token"       # the option holding the secret, and the client attribute it reaches
+    manager = None         # as in messages: "Ray", "Slurm", "LSF"
     url_var = None         # the hostvar holding the cluster's URL
     host = None            # a host every run of the module's payload makes
     other_url = None       # a URL other than the runner's
@@ -85,9 +109,9 @@ class InventoryPluginContract:
     def test_verify_file_rejects_missing_file(self, tmp_path):
         assert not self.runner.make_plugin().verify_file(str(tmp_path / ("absent." + self.runner.filename)))
 
-    def test_token_may_be_a_template(self, tmp_path, fake_client):
-        self.runner.run(tmp_path, {"token": "{{ 'abc' ~ 'def' }}"})
-        assert fake_client.instances[-1].token == "abcdef"
+    def test_secret_may_be_a_template(self, tmp_path, fake_client):
+        self.runner.run(tmp_path, {self.secret: "{{ 'abc' ~ 'def' }}"})
+        assert getattr(fake_client.instances[-1], self.secret) == "abcdef"
 
     def test_missing_url_is_a_clear_error(self, tmp_path):
         path = tmp_path / ("nourl." + self.runner.filename)
@@ -120,10 +144,10 @@ class InventoryPluginContract:
         assert len(fake_client.instances) == 2
         assert hostvars(inventory, self.host)[self.url_var] == self.other_url
 
-    def test_cache_with_another_token_is_used(self, tmp_path, fake_client):
-        # The token rotates and is not part of the cache key.
+    def test_cache_with_another_secret_is_used(self, tmp_path, fake_client):
+        # A token or password rotates and is not part of the cache key.
         self.runner.run(tmp_path, cache_config(tmp_path))
-        self.runner.run(tmp_path, cache_config(tmp_path, token="rotated"))
+        self.runner.run(tmp_path, cache_config(tmp_path, **{self.secret: "rotated"}))
         assert len(fake_client.instances) == 1
 
     def test_expired_cache_reads_again(self, tmp_path, fake_client):
