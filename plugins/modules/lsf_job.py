@@ -24,7 +24,8 @@ description:
     submitting, so running the task again returns the same job instead of submitting a second one.
     A submit request is never retried.
   - Before submitting, the request is checked against the queues (unknown or closed queue, run
-    limit, slots, memory limit), so a job LSF would refuse or keep pending forever fails early.
+    limit, slots, memory limit) and their hosts (slots on one host, slots in all, memory per host),
+    so a job LSF would refuse or keep pending forever fails early.
   - O(qos) and O(constraints) have no C(bsub) equivalent Bridge stands behind and are refused with
     the reason; O(resources.memory_per_cpu) is refused in favour of O(resources.memory). More
     C(bsub) options (C(-x), C(-G), C(-sla), ...) go under O(backend_options) key C(lsf), an option
@@ -38,7 +39,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    description: Validates against the queues and returns the predicted job and the rendered request without submitting.
+    description: Validates against the queues and hosts and returns the predicted job and the rendered request without submitting.
   diff_mode:
     support: full
     description: Shows the job before and after; never the password or the session token.
