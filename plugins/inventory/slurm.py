@@ -168,7 +168,8 @@ plugin: bridge.hpc.slurm
 include_nodes: true
 strict: true
 compose:
-  max_walltime_hours: slurm_partition_max_time_minutes // 60 if slurm_partition_max_time_minutes else none
+  # With strict, a variable a node host lacks must be tested through default() before use.
+  max_walltime_hours: (slurm_partition_max_time_minutes // 60) if slurm_partition_max_time_minutes | default(none) else none
 groups:
   gpu_partitions: (slurm_partition_gpus | default(0)) > 0
   long_partitions: (slurm_partition_max_time_minutes | default(0)) >= 1440
