@@ -36,6 +36,8 @@ die() { echo "quantum-runtime: $*" >&2; exit 1; }
 log() { echo "quantum-runtime: $*" >&2; }
 # shellcheck source=tools/lib/procs.sh
 source "$REPO/tools/lib/procs.sh"
+# shellcheck source=tools/lib/service.sh
+source "$REPO/tools/lib/service.sh"
 
 PORT=${BRIDGE_QUANTUM_PORT:-8290}
 TOKEN_TTL=${BRIDGE_QUANTUM_TOKEN_TTL:-3600}
@@ -62,32 +64,8 @@ settings() {
 # ---------------------------------------------------------------------------------------------
 # Installation (as tools/ray-cluster.sh installs Ray: a stamp of the pins, a lock for parallel starts)
 # ---------------------------------------------------------------------------------------------
-installed() { [[ -f $STAMP && "$(cat "$STAMP")" == "${PINS[*]}" && -x $VENV/bin/python ]]; }
-
-ensure_installed() {
-  installed && return 0
-  mkdir -p "$(dirname "$VENV")"
-  exec 8>"$VENV.lock"
-  flock 8
-  if installed; then exec 8>&-; return 0; fi
-  local py=${PYTHON:-} t0=$SECONDS
-  if [[ -z $py ]]; then
-    if command -v python3.11 >/dev/null 2>&1; then py=python3.11; else py=python3; fi
-  fi
-  if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
-    rm -rf "$VENV"
-    "$py" -m venv "$VENV"
-  fi
-  rm -f "$STAMP"
-  log "installing ${PINS[*]} into $VENV (about 350 MiB)"
-  # Binary wheels only: nothing is compiled here, and every dependency has a wheel for Linux x86_64.
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --only-binary=:all: "${PINS[@]}" >&2 ||
-    die "pip install ${PINS[*]} failed"
-  "$VENV/bin/python" -m pip check --disable-pip-version-check >&2 || die "pip check failed in $VENV"
-  echo "${PINS[*]}" >"$STAMP"
-  exec 8>&-
-  log "installed ${PINS[*]} in $((SECONDS - t0))s"
-}
+# Binary wheels only: nothing is compiled here, and every dependency has a wheel for Linux x86_64.
+ensure_installed() { ensure_venv "$VENV" "$STAMP" "420 MiB" --only-binary=:all: "${PINS[@]}"; }
 
 # ---------------------------------------------------------------------------------------------
 # Credentials: made once per run dir
@@ -145,21 +123,8 @@ stop_processes() {
   rm -f "$PID_DIR/simulator.pid"
 }
 
-start() {
-  mkdir -p "$RUN/log" "$PID_DIR" "$RUN/state"
-  exec 9>"$RUN/.lock"
-  flock 9
-  local t0=$SECONDS
-  ensure_installed
-  if healthy; then
-    write_env
-    log "simulator already running at $URL (env refreshed: $RUN/env)"
-    exec 9>&-
-    return 0
-  fi
-  stop_processes
-  answers && die "something else answers on $URL (not the simulator of $RUN); not starting a second one"
-  settings >"$SETTINGS"
+# Started by simulator_start (tools/lib/service.sh), under the run dir's lock.
+launch() {
   # The API key and the CRN go in a 0600 file, not on the command line, where every local user could read them.
   (umask 077; printf '%s\n' "api_key=$(api_key)" "crn=$(service_crn)" >"$RUN/credentials")
   local extra=()
@@ -168,50 +133,15 @@ start() {
     --state-dir "$RUN/state" --credentials-file "$RUN/credentials" --access-log "$RUN/log/access.log" \
     --token-ttl "$TOKEN_TTL" --queue-seconds "$QUEUE_SECONDS" --run-seconds "$RUN_SECONDS" \
     --shot-seconds "$SHOT_SECONDS" --second "$SECOND" "${extra[@]}" </dev/null >>"$RUN/log/simulator.out" 2>&1 8>&- 9>&- &
-  local pid=$!
-  echo "$pid $(starttime "$pid")" >"$PID_DIR/simulator.pid"
-  local deadline=$((SECONDS + TIMEOUT))
-  until answers; do
-    if ! recorded_alive simulator || ((SECONDS >= deadline)); then
-      log "the simulator did not answer $URL/versions within ${TIMEOUT}s; last lines of $RUN/log/simulator.out:"
-      tail -n 15 "$RUN/log/simulator.out" >&2 || true
-      stop_processes
-      exit 1
-    fi
-    sleep 0.1
-  done
-  write_env
-  exec 9>&-
-  log "simulator up at $URL in $((SECONDS - t0))s; env: $RUN/env"
+  LAUNCHED=$!
 }
 
-stop() {
-  [[ -d $RUN ]] || return 0
-  exec 9>"$RUN/.lock"
-  flock 9
-  stop_processes
-  exec 9>&-
-  log "simulator stopped"
+start() {
+  ensure_installed
+  simulator_start
 }
 
-status() {
-  if recorded_alive simulator && answers; then echo "running $URL"
-  elif recorded_alive simulator; then echo "degraded $URL (not answering; start restarts it)"
-  else echo "stopped $URL"; fi
-}
+stop() { simulator_stop; }
+status() { simulator_status; }
 
-usage() { sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-
-main() {
-  (($# == 1)) || usage
-  case $1 in
-    start)  start ;;
-    stop)   stop ;;
-    status) status ;;
-    env)    [[ -f $RUN/env ]] || die "no env file; run: $0 start"
-            cat "$RUN/env" ;;
-    *) usage ;;
-  esac
-}
-
-main "$@"
+service_main 2,5 "$@"

@@ -27,7 +27,6 @@ import json
 import math
 import os
 import secrets
-import signal
 import sys
 import threading
 import time
@@ -35,7 +34,7 @@ import traceback
 import urllib.parse
 import zlib
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import numpy
 from qiskit import qasm3, qpy
@@ -45,6 +44,8 @@ from qiskit.primitives.containers.estimator_pub import EstimatorPub
 from qiskit.primitives.containers.sampler_pub import SamplerPub
 from qiskit_aer import AerSimulator
 from qiskit_ibm_runtime import fake_provider
+# The simulators' shared HTTP pieces (simhttp.py, next to this file, which is run as a script).
+from simhttp import AccessLogServer, InProcess, serve, write_atomically
 
 API = "/api/v1"
 JSON_TYPE = "application/json"
@@ -85,6 +86,10 @@ AER_FAILED = 5204       # "Error raised when execution on AER failed"
 NOT_FOUND = 3811        # "Request not found"
 BAD_DATE, BAD_LIMIT = 3903, 3216  # "Invalid date", "Limit not valid"
 INTERNAL = 1000         # "API Internal error"
+BACKEND_NOT_FOUND = 1007  # "Backend not found"
+NOT_AUTHORIZED = 1200   # "You are not authorized to perform this action"
+BAD_CREDENTIALS = 1201  # "Invalid credentials"
+OVER_QUOTA = 4317       # "You have exceeded your monthly quota" (Qiskit/qiskit-ibm-runtime issue 1124)
 LOG_LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 
 # The devices served: small fake-provider devices (quick to transpile for and to simulate with noise)
@@ -191,22 +196,22 @@ class Iam(object):
     def check(self, headers):
         """Raise ApiError 401 unless the request carries a Bearer token this IAM issued, unexpired."""
         auth = headers.get("Authorization") or ""
-        scheme, _, token = auth.partition(" ")
+        scheme, token = auth.partition(" ")[::2]
         # The official client falls back to "Authorization: apikey <key>" when IAM fails (client:
         # api/auth.py); whether today's API takes that is docs silent: refused, 401 like any other.
         if scheme.lower() != "bearer" or token.count(".") != 2:
-            raise ApiError(401, 1201, "Invalid credentials: send Authorization: Bearer <IAM access token>.",
+            raise ApiError(401, BAD_CREDENTIALS, "Invalid credentials: send Authorization: Bearer <IAM access token>.",
                            "Exchange your API key for a token at IAM's /identity/token first.")
         head, body, sig = token.split(".")
         good = b64url(hmac.new(self.key, ("%s.%s" % (head, body)).encode(), hashlib.sha256).digest())
         if not hmac.compare_digest(sig.encode(), good.encode()):
-            raise ApiError(401, 1201, "Invalid credentials: the token was not issued by this IAM.")
+            raise ApiError(401, BAD_CREDENTIALS, "Invalid credentials: the token was not issued by this IAM.")
         try:
             exp = json.loads(unb64url(body))["exp"]
         except (ValueError, KeyError):
-            raise ApiError(401, 1201, "Invalid credentials: malformed token.")
+            raise ApiError(401, BAD_CREDENTIALS, "Invalid credentials: malformed token.")
         if exp <= time.time():
-            raise ApiError(401, 1201, "Invalid credentials: the token has expired.", "Get a new token from IAM.")
+            raise ApiError(401, BAD_CREDENTIALS, "Invalid credentials: the token has expired.", "Get a new token from IAM.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,6 +237,11 @@ def ndarray_value(array):
     buff = io.BytesIO()
     numpy.save(buff, array, allow_pickle=False)
     return {"__type__": "ndarray", "__value__": packed(buff.getvalue())}
+
+
+def bit_array_value(bits):
+    # BitArray {"array": packed uint8 ndarray, "num_bits"} (client: json.py).
+    return {"__type__": "BitArray", "__value__": {"array": ndarray_value(bits.array), "num_bits": bits.num_bits}}
 
 
 def datetime_value(ts):
@@ -275,8 +285,7 @@ def encode_result(program, result, pubs, spans):
         names = list(data)
         if program == "sampler":
             # field_types "BitArray" for measured registers (quantum-lsf.md §A3: guess, schema accepts it).
-            fields = {n: {"__type__": "BitArray", "__value__": {"array": ndarray_value(data[n].array),
-                                                                  "num_bits": data[n].num_bits}} for n in names}
+            fields = {n: bit_array_value(data[n]) for n in names}
             types = ["BitArray"] * len(names)
             metadata = {"circuit_metadata": pub.circuit.metadata or {}}
             kind = "SamplerPubResult"
@@ -310,8 +319,8 @@ def sampler_spans(pubs, start, stop):
     for index, pub in enumerate(pubs):
         size = int(numpy.prod(pub.shape)) if pub.shape else 1
         slices[str(index)] = [list(pub.shape) + [pub.shots], 0, size, 0, pub.shots]
-    return [{"__type__": "DoubleSliceSpan", "__value__": {"start": datetime_value(start), "stop": datetime_value(stop),
-                                                           "data_slices": slices}}]
+    span = {"start": datetime_value(start), "stop": datetime_value(stop), "data_slices": slices}
+    return [{"__type__": "DoubleSliceSpan", "__value__": span}]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -509,11 +518,19 @@ class Session(object):
         else:
             elapsed = math.ceil((max(finished) - min(started)) / second) if started and finished else 0
         return {"id": self.id, "backend_name": self.device.name, "mode": self.mode, "state": self.state(jobs),
+                # interactive_ttl is docs silent (plan-dependent); not enforced here.
                 "accepting_jobs": self.accepting and not self.closed, "max_ttl": self.max_ttl, "interactive_ttl": 1,
                 "active_ttl": self.max_ttl, "elapsed_time": elapsed, "started_at": iso(min(started) if started else None),
                 "activated_at": iso(min(started) if started else None), "closed_at": iso(self.closed),
                 "last_job_started": iso(max(started) if started else None),
                 "last_job_completed": iso(max(finished) if finished else None), "timestamps": self.timestamps}
+
+
+def found(table, key, code, what, solution=None):
+    """table[key], or a 404 with `code` ("Job not found: ID.")."""
+    if key not in table:
+        raise ApiError(404, code, "%s not found: %s." % (what, key), solution)
+    return table[key]
 
 
 class Runtime(object):
@@ -547,11 +564,7 @@ class Runtime(object):
             thread.join(5)
 
     def device(self, name):
-        device = self.devices.get(name)
-        if device is None:
-            raise ApiError(404, 1007, "Backend not found: %s." % name,
-                           "Verify that the correct backend name was specified.")
-        return device
+        return found(self.devices, name, BACKEND_NOT_FOUND, "Backend", "Verify that the correct backend name was specified.")
 
     def queue_length(self, device):
         return sum(1 for j in self.jobs.values() if j.device is device and j.status == QUEUED)
@@ -596,7 +609,7 @@ class Runtime(object):
             if self.limit_reached():
                 # IBM answers 409 when the instance's usage limit is reached (external-apis.md §3.3),
                 # code 4317 "You have exceeded your monthly quota" (Qiskit/qiskit-ibm-runtime issue 1124).
-                raise ApiError(409, 4317, "You have exceeded your instance's usage limit (%s seconds)." % self.usage_limit,
+                raise ApiError(409, OVER_QUOTA, "You have exceeded your instance's usage limit (%s seconds)." % self.usage_limit,
                                "Wait for the next usage period or ask for more time for this instance.")
             session = self._session_for(body)
             name = body.get("backend") or (session.device.name if session else self._least_busy())
@@ -631,8 +644,11 @@ class Runtime(object):
     def _pubs(self, program, params, device):
         try:
             raw = json.loads(json.dumps(params["pubs"]), object_hook=decode_tagged)
-        except (ValueError, TypeError) as exc:
-            raise ApiError(400, BAD_PAYLOAD, "Invalid PUB encoding: %s" % exc)
+        except ApiError:
+            raise
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            # Whatever qpy or numpy raise on bad data is the client's error, not the simulator's.
+            raise ApiError(400, BAD_PAYLOAD, "Invalid PUB encoding: %s: %s" % (type(exc).__name__, exc))
         options = params.get("options") or {}
         pubs = []
         for index, item in enumerate(raw):
@@ -645,7 +661,8 @@ class Runtime(object):
                     pub = self._sampler_pub(item, params, options)
                 else:
                     pub = self._estimator_pub(item, params, options)
-            except (ValueError, TypeError) as exc:
+            except Exception as exc:  # pylint: disable=broad-exception-caught
+                # qiskit's PUB coercion raises ValueError, TypeError or QiskitError for bad PUBs.
                 raise ApiError(400, INVALID_JOB, "Invalid PUB %d: %s" % (index, exc))
             self._check_fits(pub, index, device)
             pubs.append(pub)
@@ -799,10 +816,7 @@ class Runtime(object):
 
     # ------------------------------------------------------------------ job verbs
     def job(self, job_id):
-        job = self.jobs.get(job_id)
-        if job is None:
-            raise ApiError(404, JOB_NOT_FOUND, "Job not found: %s." % job_id)
-        return job
+        return found(self.jobs, job_id, JOB_NOT_FOUND, "Job")
 
     def cancel(self, job_id):
         with self.lock:
@@ -880,10 +894,7 @@ class Runtime(object):
             return session.view(self.jobs.values(), self.second)
 
     def session(self, session_id):
-        session = self.sessions.get(session_id)
-        if session is None:
-            raise ApiError(404, NOT_FOUND, "Session not found: %s." % session_id)
-        return session
+        return found(self.sessions, session_id, NOT_FOUND, "Session")
 
     def session_view(self, session_id):
         with self.lock:
@@ -988,8 +999,8 @@ class App(object):
         # CRN, or none, is refused (docs silent on the code; registry 1200 "You are not authorized to
         # perform this action").
         if headers.get("Service-CRN") != self.crn:
-            raise ApiError(403, 1200, "You are not authorized to perform this action: Service-CRN does not name "
-                                      "an instance of this account.", "Send the CRN of your instance in Service-CRN.")
+            raise ApiError(403, NOT_AUTHORIZED, "You are not authorized to perform this action: Service-CRN does "
+                           "not name an instance of this account.", "Send the CRN of your instance in Service-CRN.")
 
     def api(self, method, parts, query, headers, body):
         rt = self.runtime
@@ -1117,59 +1128,17 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
-class Server(ThreadingHTTPServer):
-    """The HTTP server with an access log: one "TIME METHOD path status" line per request, the format
-    of lsf_pac.py's (no query string, no headers: nothing secret)."""
-
-    daemon_threads = True
-
-    def __init__(self, address, access_log=None):
-        super().__init__(address, Handler)
-        self.access_log = open(access_log, "a", buffering=1) if access_log else None
-        self.access_lock = threading.Lock()
-        self.verbose = False
-        self.app = None
-
-    def access(self, method, path, status):
-        if self.access_log:
-            with self.access_lock:
-                stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                self.access_log.write("%s %s %s %d\n" % (stamp, method, path, status))
-
-    def server_close(self):
-        super().server_close()
-        if self.access_log:
-            self.access_log.close()
-
-
-class QuantumRuntimeSimulator(object):
-    """The simulator in-process: a ThreadingHTTPServer on 127.0.0.1 plus one executor per device."""
+class QuantumRuntimeSimulator(InProcess):
+    """The simulator in-process: an HTTP server on 127.0.0.1 plus one executor thread per device."""
 
     def __init__(self, api_keys, crn, port=0, token_ttl=3600, access_log=None, verbose=False, **runtime_options):
         account = crn.split(":")[6][2:] if crn.count(":") >= 7 else "bridge"
         self.runtime = Runtime(**runtime_options)
-        self.httpd = Server(("127.0.0.1", port), access_log)
-        self.httpd.app = App(self.runtime, Iam(api_keys, account, token_ttl), crn)
-        self.httpd.verbose = verbose
-        self.port = self.httpd.server_address[1]
+        httpd = AccessLogServer(("127.0.0.1", port), Handler, access_log)
+        httpd.app = App(self.runtime, Iam(api_keys, account, token_ttl), crn)
+        httpd.verbose = verbose
+        super().__init__(self.runtime, httpd, "quantum-http")
         self.url = "http://127.0.0.1:%d%s" % (self.port, API)
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.1,), name="quantum-http", daemon=True)
-
-    def start(self):
-        self.runtime.start()
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.runtime.shutdown()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 def read_credentials(path):
@@ -1185,12 +1154,6 @@ def read_credentials(path):
     if not keys or not crn:
         raise SystemExit("%s: needs api_key=... and crn=... lines" % path)
     return keys, crn
-
-
-def write_atomically(path, text):
-    with open(path + ".tmp", "w") as handle:
-        handle.write(text)
-    os.replace(path + ".tmp", path)
 
 
 def main(argv=None):
@@ -1214,19 +1177,11 @@ def main(argv=None):
     sim = QuantumRuntimeSimulator(api_keys, crn, port=args.port, token_ttl=args.token_ttl, access_log=args.access_log,
                                   verbose=args.verbose, queue_seconds=args.queue_seconds, run_seconds=args.run_seconds,
                                   shot_seconds=args.shot_seconds, second=args.second, usage_limit=args.usage_limit)
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
-    sim.start()
     os.makedirs(args.state_dir, exist_ok=True)
     # Operational devices first: the one a test should use by default is the first.
     names = [d["name"] for d in sorted(DEVICES, key=lambda d: d["status"] != "online")]
     write_atomically(os.path.join(args.state_dir, "devices"), ",".join(names) + "\n")
-    if args.port_file:
-        write_atomically(args.port_file, "%d\n" % sim.port)
-    sys.stderr.write("quantum-runtime simulator listening on %s\n" % sim.url)
-    done.wait()
-    sim.stop()
+    serve(sim, args.port_file, "quantum-runtime simulator listening on %s\n" % sim.url)
 
 
 if __name__ == "__main__":
