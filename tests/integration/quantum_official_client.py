@@ -130,7 +130,7 @@ def scenario_session(svc):
     backend = svc.backend("ibm_nairobi")
     circuit = isa(bell(), backend)
     with Session(backend=backend) as session:
-        jobs = [SamplerV2(mode=session).run([circuit], shots=500) for _ in range(2)]
+        jobs = [SamplerV2(mode=session).run([circuit], shots=shots) for shots in (500, 500)]
         counts = [sum(j.result()[0].data.meas.get_counts().values()) for j in jobs]
         details = session.details()
     return {"session_id": session.session_id, "job_sessions": [j.session_id for j in jobs], "shots": counts,
@@ -143,7 +143,7 @@ def scenario_batch(svc):
     backend = svc.backend("ibm_manila")
     circuit = isa(bell(), backend)
     with Batch(backend=backend) as batch:
-        jobs = [SamplerV2(mode=batch).run([circuit], shots=300) for _ in range(2)]
+        jobs = [SamplerV2(mode=batch).run([circuit], shots=shots) for shots in (300, 300)]
         statuses = [wait_for(j, ("DONE",)) for j in jobs]
         details = batch.details()
     return {"session_id": batch.session_id, "job_sessions": [j.session_id for j in jobs], "statuses": statuses,

@@ -235,11 +235,12 @@ def test_a_job_past_its_max_execution_time_is_cancelled_with_1305(private):
 
 
 def test_submits_are_refused_once_the_usage_limit_is_reached(private):
-    for _ in range(3):
+    for attempt in range(3):
         usage = private.get("/instances/usage").json()
         if usage["usage_limit_reached"]:
             break
-        wait_final(private, private.post("/jobs", json=sampler_job([[BELL, None, 100]])).json()["id"])
+        job = wait_final(private, private.post("/jobs", json=sampler_job([[BELL, None, 100]])).json()["id"])
+        assert job["state"]["status"] == "Completed", "job %d: %s" % (attempt, job["state"])
     assert usage["usage_limit_reached"] and usage["usage_limit_seconds"] == 10
     assert usage["usage_consumed_seconds"] >= 10
     refused = private.post("/jobs", json=sampler_job([[BELL]]))
