@@ -181,7 +181,7 @@ def test_non_isa_and_too_wide_circuits_are_refused(api):
                                                 'c[0] = measure $6;']]))
     assert wide.status_code == 400 and error_code(wide) == 1109
     unknown = api.post("/jobs", json=sampler_job([[BELL]], backend="ibm_nowhere"))
-    assert unknown.status_code == 404 and error_code(unknown) == 1007
+    assert unknown.status_code == 400 and error_code(unknown) == 1007
 
 
 def test_cancel_a_queued_job_then_delete_it(api):

@@ -294,7 +294,7 @@ def encode_result(program, result, pubs, spans):
             # stds for a scalar pub, which the schema refuses (quantum-lsf.md §A3).
             fields = {n: ndarray_value(data[n]) for n in names}
             if "ensemble_standard_error" not in fields and "stds" in fields:
-                # IBM: "Estimator": ensemble_standard_error is reported without ZNE.
+                # ensemble_standard_error is reported when ZNE is off (ibm_quantum_schemas estimator data_bin.py).
                 fields["ensemble_standard_error"] = ndarray_value(data["stds"])
                 names.append("ensemble_standard_error")
             types = ["ndarray"] * len(names)
@@ -613,7 +613,12 @@ class Runtime(object):
                                "Wait for the next usage period or ask for more time for this instance.")
             session = self._session_for(body)
             name = body.get("backend") or (session.device.name if session else self._least_busy())
-        device = self.device(name)
+        if name not in self.devices:
+            # 400, not the 404 of GET /backends/{name}: the client reads a 404 from POST /jobs as
+            # "program not found" (client: qiskit_runtime_service.py _run); status docs silent.
+            raise ApiError(400, BACKEND_NOT_FOUND, "Backend not found: %s." % name,
+                           "Verify that the correct backend name was specified.")
+        device = self.devices[name]
         if session and session.device is not device:
             raise ApiError(400, INVALID_JOB, "The job's backend %s is not the backend of session %s (%s)."
                            % (device.name, session.id, session.device.name))
@@ -887,7 +892,8 @@ class Runtime(object):
         if not isinstance(body, dict) or body.get("mode", "dedicated") not in ("dedicated", "batch"):
             raise ApiError(400, BAD_BODY, "mode must be dedicated or batch.")
         device = self.device(body.get("backend") or "")
-        max_ttl = body.get("max_ttl") or 28800  # IBM: "Maximum session timeout": 8 hours by default
+        # The default max_ttl depends on the plan (docs silent here): 8 hours. It is reported, not enforced.
+        max_ttl = body.get("max_ttl") or 28800
         session = Session(body.get("mode", "dedicated"), device, max_ttl)
         with self.lock:
             self.sessions[session.id] = session
