@@ -2,7 +2,8 @@
 #   make demo   installs what it needs, starts a local Slurm 22.05 and runs playbooks/demo.yml
 #   make test   runs the whole suite against real Slurm 22.05, 24.11 and 26.05, a real Ray head and
 #               a real kube-apiserver + etcd (built once from the Go module proxy, cached in ~/.cache)
-#               and the LSF Application Center simulator (tests/simulators/lsf_pac.py)
+#               and the LSF Application Center simulator (tests/simulators/lsf_pac.py) and the IBM
+#               Qiskit Runtime simulator (tests/simulators/quantum_runtime.py: qiskit-aer on fake devices)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 VENV := $(CURDIR)/.venv
@@ -43,6 +44,7 @@ services:
 	tools/ray-cluster.sh start
 	tools/kube-control-plane.sh start
 	tools/lsf-pac.sh start
+	tools/quantum-runtime.sh start
 
 integration: bootstrap services
 	BRIDGE_REQUIRE_SERVICES=1 pytest -q tests/integration
@@ -64,3 +66,4 @@ stop:
 	tools/ray-cluster.sh stop
 	tools/kube-control-plane.sh stop
 	tools/lsf-pac.sh stop
+	tools/quantum-runtime.sh stop

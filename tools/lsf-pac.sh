@@ -28,6 +28,8 @@ die() { echo "lsf-pac: $*" >&2; exit 1; }
 log() { echo "lsf-pac: $*" >&2; }
 # shellcheck source=tools/lib/procs.sh
 source "$REPO/tools/lib/procs.sh"
+# shellcheck source=tools/lib/service.sh
+source "$REPO/tools/lib/service.sh"
 
 PORT=${BRIDGE_LSF_PAC_PORT:-8080}
 TOKEN_TTL=${BRIDGE_LSF_TOKEN_TTL:-3600}
@@ -98,19 +100,8 @@ stop_processes() {
   rm -f "$PID_DIR/simulator.pid"
 }
 
-start() {
-  mkdir -p "$RUN/log" "$PID_DIR" "$RUN/state"
-  exec 9>"$RUN/.lock"
-  flock 9
-  if healthy; then
-    write_env
-    log "simulator already running at $URL (env refreshed: $RUN/env)"
-    exec 9>&-
-    return 0
-  fi
-  stop_processes
-  answers && die "something else answers on $URL (not the simulator of $RUN); not starting a second one"
-  settings >"$SETTINGS"
+# Started by simulator_start (tools/lib/service.sh), under the run dir's lock.
+launch() {
   # Jobs run as the LSF user's local account when the simulator runs as root, as LSF runs them.
   if [[ $(id -u) == 0 ]]; then
     for u in "$JOB_USER" "$OTHER_USER"; do id "$u" >/dev/null 2>&1 || useradd -m -s /bin/bash "$u"; done
@@ -121,50 +112,11 @@ start() {
     --state-dir "$RUN/state" --users-file "$RUN/users" --access-log "$RUN/log/access.log" \
     --token-ttl "$TOKEN_TTL" --minute-seconds "$MINUTE_SECONDS" --clean-period "$CLEAN_PERIOD" \
     --host-slots "$HOST_SLOTS" </dev/null >>"$RUN/log/simulator.out" 2>&1 9>&- &
-  local pid=$!
-  echo "$pid $(starttime "$pid")" >"$PID_DIR/simulator.pid"
-  local deadline=$((SECONDS + TIMEOUT))
-  until answers; do
-    if ! recorded_alive simulator || ((SECONDS >= deadline)); then
-      log "the simulator did not answer ${URL}ws/ping within ${TIMEOUT}s; last lines of $RUN/log/simulator.out:"
-      tail -n 15 "$RUN/log/simulator.out" >&2 || true
-      stop_processes
-      exit 1
-    fi
-    sleep 0.1
-  done
-  write_env
-  exec 9>&-
-  log "simulator up at $URL; env: $RUN/env"
+  LAUNCHED=$!
 }
 
-stop() {
-  [[ -d $RUN ]] || return 0
-  exec 9>"$RUN/.lock"
-  flock 9
-  stop_processes
-  exec 9>&-
-  log "simulator stopped"
-}
+start() { simulator_start; }
+stop() { simulator_stop; }
+status() { simulator_status; }
 
-status() {
-  if recorded_alive simulator && answers; then echo "running $URL"
-  elif recorded_alive simulator; then echo "degraded $URL (not answering; start restarts it)"
-  else echo "stopped $URL"; fi
-}
-
-usage() { sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-
-main() {
-  (($# == 1)) || usage
-  case $1 in
-    start)  start ;;
-    stop)   stop ;;
-    status) status ;;
-    env)    [[ -f $RUN/env ]] || die "no env file; run: $0 start"
-            cat "$RUN/env" ;;
-    *) usage ;;
-  esac
-}
-
-main "$@"
+service_main 2,5 "$@"

@@ -49,6 +49,8 @@ die() { echo "ray-cluster: $*" >&2; exit 1; }
 log() { echo "ray-cluster: $*" >&2; }
 # shellcheck source=tools/lib/procs.sh
 source "$REPO/tools/lib/procs.sh"
+# shellcheck source=tools/lib/service.sh
+source "$REPO/tools/lib/service.sh"
 
 # Ray puts unix sockets below <temp dir>/session_<date>_<pid>/sockets/ and a socket path may not
 # exceed 107 bytes, so the temp dir must stay short: <run>/ray/tmp when that is short enough, else
@@ -79,29 +81,7 @@ settings() {
 # ---------------------------------------------------------------------------------------------
 # Installation
 # ---------------------------------------------------------------------------------------------
-ensure_installed() {
-  local want="ray[default]==$RAY_PIN"
-  [[ -f $STAMP && "$(cat "$STAMP")" == "$want" && -x $VENV/bin/ray ]] && return 0
-  mkdir -p "$(dirname "$VENV")"
-  exec 8>"$VENV.lock"
-  flock 8
-  if [[ -f $STAMP && "$(cat "$STAMP")" == "$want" && -x $VENV/bin/ray ]]; then exec 8>&-; return 0; fi
-  local py=${PYTHON:-} t0=$SECONDS
-  if [[ -z $py ]]; then
-    if command -v python3.11 >/dev/null 2>&1; then py=python3.11; else py=python3; fi
-  fi
-  if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
-    rm -rf "$VENV"
-    "$py" -m venv "$VENV"
-  fi
-  rm -f "$STAMP"
-  log "installing $want into $VENV (about 240 MiB)"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$want" >&2 ||
-    die "pip install $want failed"
-  echo "$want" >"$STAMP"
-  exec 8>&-
-  log "installed $want in $((SECONDS - t0))s"
-}
+ensure_installed() { ensure_venv "$VENV" "$STAMP" "240 MiB" "ray[default]==$RAY_PIN"; }
 
 # ---------------------------------------------------------------------------------------------
 # Process bookkeeping (starttime, terminate: tools/lib/procs.sh)
@@ -334,18 +314,4 @@ status() {
   else echo "stopped $URL"; fi
 }
 
-usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-
-main() {
-  (($# == 1)) || usage
-  case $1 in
-    start)  start ;;
-    stop)   stop ;;
-    status) status ;;
-    env)    [[ -f $RUN/env ]] || die "no env file; run: $0 start"
-            cat "$RUN/env" ;;
-    *) usage ;;
-  esac
-}
-
-main "$@"
+service_main 2,9 "$@"

@@ -72,21 +72,34 @@ def require_lsf():
     return required(lsf_env(), "the LSF PAC simulator is not running: tools/lsf-pac.sh start")
 
 
+def quantum_env():
+    """The env file tools/quantum-runtime.sh wrote, or None if the simulator is not running."""
+    return read_env_file(os.path.join(RUN, "quantum", "env"))
+
+
+def require_quantum():
+    return required(quantum_env(), "the Qiskit Runtime simulator is not running: tools/quantum-runtime.sh start")
+
+
 @contextlib.contextmanager
-def private_ray_head(ports, **settings):
-    """A second Ray head, started by this tree's tools/ray-cluster.sh in a run dir of its own on
-    `ports` (BRIDGE_RAY_*_PORT) with `settings` (e.g. BRIDGE_RAY_AUTH="token"); yields the path of
-    its env file. Stopped (by its recorded PIDs) and removed afterwards."""
+def private_service(script, service, settings):
+    """A second instance of a service, started by this tree's tools/<script> in a run dir of its own
+    with `settings` (its BRIDGE_* variables: ports, auth, knobs); yields the path of its env file
+    (<run>/<service>/env). Stopped (by its recorded PIDs) and removed afterwards."""
     run_dir = tempfile.mkdtemp(prefix="brt-", dir="/tmp")
-    env = dict(os.environ, BRIDGE_RUN=run_dir, **ports)
-    env.update(settings)
-    script = os.path.join(REPO, "tools", "ray-cluster.sh")
+    env = dict(os.environ, BRIDGE_RUN=run_dir, **settings)
+    script = os.path.join(REPO, "tools", script)
     subprocess.run([script, "start"], env=env, check=True)
     try:
-        yield os.path.join(run_dir, "ray", "env")
+        yield os.path.join(run_dir, service, "env")
     finally:
         subprocess.run([script, "stop"], env=env, check=False)
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def private_ray_head(ports, **settings):
+    """A second Ray head on `ports` (BRIDGE_RAY_*_PORT) with `settings` (e.g. BRIDGE_RAY_AUTH="token")."""
+    return private_service("ray-cluster.sh", "ray", dict(ports, **settings))
 
 
 def adhoc_with_env_file(env_file, module, *args):

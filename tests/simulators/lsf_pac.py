@@ -30,8 +30,15 @@ import sys
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from xml.etree import ElementTree
+
+# The simulators' shared HTTP pieces, next to this file: a sibling module when imported from tests/
+# (simulators.lsf_pac), a top-level one when run as a script (its folder is then on sys.path).
+if __package__:
+    from .simhttp import AccessLogServer, InProcess, serve, utc
+else:
+    from simhttp import AccessLogServer, InProcess, serve, utc
 
 ROOT = "/platform"
 JSON_TYPE = "application/json"
@@ -77,10 +84,8 @@ class PacError(Exception):
         self.message = message
 
 
-def utc(ts):
-    # Docs silent on the time format of startTime/endTime; the token's own format (IBM: "Log on (POST)"
-    # example u"2015-12-08T14:35:51Z") is used for all times.
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts else ""
+# Docs silent on the time format of startTime/endTime; utc() writes the token's own format (IBM: "Log
+# on (POST)" example u"2015-12-08T14:35:51Z") for all times.
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1055,59 +1060,18 @@ class App(object):
             return Reply("queues", {"@total": len(views), "queue": views})
 
 
-class Server(ThreadingHTTPServer):
-    """The HTTP server with an access log: one "METHOD path status" line per request, as a web
-    server's access log has them (no query string, no headers: nothing secret)."""
-
-    daemon_threads = True
-
-    def __init__(self, address, access_log=None):
-        super().__init__(address, Handler)
-        self.access_log = open(access_log, "a", buffering=1) if access_log else None
-        self.access_lock = threading.Lock()
-
-    def access(self, method, path, status):
-        if self.access_log:
-            with self.access_lock:
-                self.access_log.write("%s %s %s %d\n" % (utc(time.time()), method, path, status))
-
-    def server_close(self):
-        super().server_close()
-        if self.access_log:
-            self.access_log.close()
-
-
-class LsfPacSimulator(object):
-    """The simulator in-process: a ThreadingHTTPServer on 127.0.0.1 plus the scheduler thread."""
+class LsfPacSimulator(InProcess):
+    """The simulator in-process: an HTTP server on 127.0.0.1 plus the scheduler thread."""
 
     def __init__(self, state_dir, users, port=0, token_ttl=3600.0, admins=(), verbose=False, access_log=None,
                  **cluster_options):
         self.cluster = Cluster(state_dir, **cluster_options)
         self.tokens = Tokens(users, token_ttl)
-        self.httpd = Server(("127.0.0.1", port), access_log)
-        self.httpd.app = App(self.cluster, self.tokens, admins)
-        self.httpd.verbose = verbose
-        self.port = self.httpd.server_address[1]
+        httpd = AccessLogServer(("127.0.0.1", port), Handler, access_log)
+        httpd.app = App(self.cluster, self.tokens, admins)
+        httpd.verbose = verbose
+        super().__init__(self.cluster, httpd, "lsf-pac-http")
         self.url = "http://127.0.0.1:%d%s/" % (self.port, ROOT)
-        # A short poll interval: stop() returns within 0.1 s (tests start and stop several servers).
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.1,), name="lsf-pac-http",
-                                        daemon=True)
-
-    def start(self):
-        self.cluster.start()
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.cluster.shutdown()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 def main(argv=None):
@@ -1138,17 +1102,7 @@ def main(argv=None):
     sim = LsfPacSimulator(args.state_dir, users, port=args.port, token_ttl=args.token_ttl, admins=args.admins,
                           verbose=args.verbose, access_log=args.access_log, queues=queues, host_slots=args.host_slots,
                           minute_seconds=args.minute_seconds, clean_period=args.clean_period)
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
-    sim.start()
-    if args.port_file:
-        with open(args.port_file + ".tmp", "w") as handle:
-            handle.write("%d\n" % sim.port)
-        os.replace(args.port_file + ".tmp", args.port_file)
-    sys.stderr.write("lsf-pac simulator listening on %s\n" % sim.url)
-    done.wait()
-    sim.stop()
+    serve(sim, args.port_file, "lsf-pac simulator listening on %s\n" % sim.url)
 
 
 if __name__ == "__main__":
