@@ -21,6 +21,7 @@ import datetime
 import re
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import MalformedResponse, SpecError, Unsupported
+from ansible_collections.bridge.hpc.plugins.module_utils._spec import require_program
 
 # Every normalized job has at least these keys; backends may add their own (partition, nodes, ...).
 JOB_KEYS = ("job_id", "name", "identity", "phase", "terminal", "native_state", "reason", "exit_code",
@@ -117,7 +118,13 @@ class Backend(object):
     # through the pipe (never a file): the secrets and the identities they act for.
     CREDENTIALS = ()
     SECRETS = ()            # those of CREDENTIALS that are secret (no_log)
+    # The key of a credential in a BridgeJob's Secret, where it is not the option's own name
+    # (Kubernetes Secrets are camelCase by convention: api_key -> apiKey).
+    SECRET_KEYS = {}
     CAPABILITIES = frozenset()
+    # What a job's script is: "program", an executable whose first line is #! (what batch managers
+    # run). A backend that runs something else names it here and checks it in check_script.
+    SCRIPT = "program"
 
     # ---------------------------------------------------------------- construction
 
@@ -151,6 +158,17 @@ class Backend(object):
             value = get(name)
             options[name] = COMMON_CONNECTION[name].get("default") if value is None else value
         return options
+
+    @classmethod
+    def secret_keys(cls):
+        """The keys of CREDENTIALS in a BridgeJob's Secret, in the same order."""
+        return tuple(cls.SECRET_KEYS.get(name, name) for name in cls.CREDENTIALS)
+
+    @classmethod
+    def check_script(cls, script, backend_options):
+        """Refuse, with a SpecError naming the field, a script this backend cannot run; pure.
+        `backend_options` is the spec's, for a backend whose jobs may carry their input there."""
+        require_program(script)
 
     @classmethod
     def require_url(cls, url):

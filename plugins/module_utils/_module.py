@@ -109,13 +109,13 @@ def run_job(module, client):
     wait_args = dict(check_mode=module.check_mode, wait=params["wait"], wait_timeout=params["wait_timeout"],
                      poll_interval=params["poll_interval"])
     if params["state"] == "present":
-        spec = normalize_spec(params)
+        spec = normalize_spec(params, client)
         result = ensure_present(client, spec, cancel_rejected=params["cancel_rejected"], **wait_args)
         result["identity"] = spec["identity"]
     else:
         identity = params.get("identity")
         if params.get("job_id") is None and identity is None and params.get("script"):
-            identity = normalize_spec(params)["identity"]
+            identity = normalize_spec(params, client)["identity"]
         if params.get("job_id") is None and identity is None:
             raise SpecError("job_id", "state=absent needs job_id, identity, or the job's spec to derive its identity")
         result = ensure_absent(client, job_id=params.get("job_id"), identity=identity, **wait_args)

@@ -130,17 +130,26 @@ def _positive(resources, key):
     return value
 
 
-def normalize_spec(params):
-    """Validate a job spec (module params or a camelCase-free dict) and return its canonical form.
-
-    Raises SpecError naming the first bad field. The canonical form is what backends compile
-    and what the default identity is derived from.
-    """
-    script = params.get("script")
+def require_program(script):
+    """SpecError unless `script` is a program: text whose first line is an interpreter line."""
     if script is None or script.strip() == "":
         raise SpecError("script", "a job needs a script (inline text, or script_file on the controller)")
     if not script.startswith("#!"):
         raise SpecError("script", "must start with an interpreter line such as #!/bin/bash")
+
+
+def normalize_spec(params, backend=None):
+    """Validate a job spec (module params or a camelCase-free dict) and return its canonical form.
+
+    Raises SpecError naming the first bad field. The canonical form is what backends compile
+    and what the default identity is derived from. `backend` (a Backend class or client) decides
+    what a script may be (Backend.check_script); without one, a script is a program with a #! line.
+    """
+    script = params.get("script")
+    if backend is None:
+        require_program(script)
+    else:
+        backend.check_script(script, params.get("backend_options") or {})
 
     name = params.get("name")
     if name is not None and not NAME_PATTERN.match(name):
@@ -191,7 +200,7 @@ def normalize_spec(params):
             raise SpecError("backend_options.%s" % namespace, "must be a dictionary of native request fields")
 
     spec = {
-        "script": script,
+        "script": script or None,
         "name": name,
         "environment": environment,
         "working_directory": params.get("working_directory") or None,

@@ -203,7 +203,7 @@ def run_batch(module, client):
         specs = []
         for index, params in valid:
             try:
-                specs.append((index, normalize_spec(params)))
+                specs.append((index, normalize_spec(params, client)))
             except SpecError as exc:
                 exc = SpecError("jobs[%d].%s" % (index, exc.field), exc.reason.split(": ", 1)[-1])
                 results[index] = failed_item(index, items, exc)
