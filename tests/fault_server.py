@@ -23,10 +23,13 @@ import struct
 import threading
 import time
 
-# Common fields of slurmrestd's and Ray's answers, each with a type neither API ever sends.
+# Common fields of the managers' answers (slurmrestd, Ray, the Qiskit Runtime API and IBM Cloud
+# IAM), each with a type none of them ever sends.
 WRONG_TYPES = {
     "warnings": 5, "errors": "x", "jobs": "notalist", "pings": 3, "meta": 7, "partitions": {"a": 1},
     "nodes": "n", "data": [], "version": 5, "ray_version": [], "submission_id": 5, "job_id": {}, "status": 7,
+    "access_token": 7, "expires_in": "soon", "devices": {"ibm_x": 1}, "id": [], "state": "Running", "count": "3",
+    "usage_limit_reached": "no", "n_qubits": "5", "results": {}, "pub_results": 1,
 }
 HUGE_LIST_LENGTH = 20000
 MAX_DELAY = 3.0

@@ -15,9 +15,11 @@ from bridge_controller.backends import credential_keys
 
 
 def handoff_document(action, backend_type, credentials, jobs=None, identities=None, wait_timeout=120):
-    """What the module of `action` reads from its pipe: its work and exactly the credential keys
-    of `backend_type` that the Secret holds (a Secret may carry other keys, a CA for instance)."""
-    document = dict((key, credentials[key]) for key in credential_keys(backend_type) if (credentials or {}).get(key))
+    """What the module of `action` reads from its pipe: its work and exactly the credentials of
+    `backend_type` that the Secret holds (a Secret may carry other keys, a CA for instance), each
+    under the name of the module option it sets."""
+    credentials = credentials or {}
+    document = dict((option, credentials[key]) for option, key in credential_keys(backend_type) if credentials.get(key))
     if action == "poll":
         document["identities"] = list(identities)
     else:

@@ -14,7 +14,8 @@ options:
   url:
     description:
       - Base URL of the resource manager's REST endpoint; slurmrestd for O(backend=slurm), the Ray dashboard for O(backend=ray),
-        LSF Application Center's context root (C(http://pac:8080/platform)) for O(backend=lsf).
+        LSF Application Center's context root (C(http://pac:8080/platform)) for O(backend=lsf), the Qiskit Runtime
+        API (C(https://quantum.cloud.ibm.com/api/v1)) for O(backend=quantum).
     type: str
     required: true
   user:
@@ -34,7 +35,21 @@ options:
   api_version:
     description:
       - The backend's API version where it has several, such as Slurm's C(v0.0.42). Discovered when
-        not set; setting it saves the discovery requests (up to 8 for Slurm). Ignored by Ray.
+        not set; setting it saves the discovery requests (up to 8 for Slurm). Ignored by Ray and LSF.
+      - For O(backend=quantum), the C(IBM-API-Version) date; C(2026-04-15) when not set.
+    type: str
+  iam_url:
+    description:
+      - IBM Cloud IAM, which trades O(api_key) for a bearer token (O(backend=quantum) only); C(https://iam.cloud.ibm.com) when not set.
+    type: str
+  api_key:
+    description:
+      - IBM Cloud API key (O(backend=quantum) only).
+      - Never logged, never part of a result or an error message.
+    type: str
+  service_crn:
+    description:
+      - CRN of the IBM Quantum service instance (O(backend=quantum) only).
     type: str
   validate_certs:
     description:

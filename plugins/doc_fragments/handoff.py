@@ -19,7 +19,8 @@ options:
         saves the start of ansible-playbook and the module (about 1.4 s) and keeps the token out of
         files, extra vars and the environment.
       - The object may hold the keys the module lists in its description; they replace the options
-        of the same names. A handed-over secret (C(token), or LSF's C(password)) is scrubbed from all output like the option of its name.
+        of the same names. A handed-over secret (C(token), LSF's C(password), IBM Quantum's C(api_key)) is scrubbed from all
+        output like the option of its name.
       - When nothing is written within O(handoff_timeout) seconds the module ends unchanged with no
         results.
     type: path

@@ -27,6 +27,7 @@ options:
   script:
     description:
       - The job script, starting with an interpreter line such as C(#!/bin/bash). Sent byte-exact.
+      - For the quantum backend, an OpenQASM 3 circuit instead (the default circuit of its PUBs).
       - Required with O(state=present) unless O(script_file) is given.
     type: str
   script_file:
@@ -41,7 +42,7 @@ options:
   identity:
     description:
       - Deterministic identity of the job; Bridge looks it up before submitting, so a job is never
-        submitted twice. Written into the job (Slurm comment, LSF job description C(bridge:<identity>)).
+        submitted twice. Written into the job (Slurm comment, LSF job description, IBM Quantum job tag C(bridge:<identity>)).
       - Defaults to the name plus a hash of the whole spec, so the same task run again finds the same
         job. Give an explicit value (a run id, a ticket) to run an unchanged spec again.
     type: str
@@ -118,7 +119,7 @@ options:
     description:
       - Native request fields per backend, merged over what Bridge compiles; for example the key
         C(slurm) with C(exclusive=user) adds Slurm's C(exclusive) field to the submit request.
-      - Allowed namespaces are the backends, C(slurm), C(ray) and C(lsf); a backend uses only its own.
+      - Allowed namespaces are the backends, C(slurm), C(ray), C(lsf) and C(quantum); a backend uses only its own.
       - Bridge does not check these fields against the cluster.
     type: dict
     default: {}

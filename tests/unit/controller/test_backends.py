@@ -41,6 +41,10 @@ def named_backends(rule):
 
 def test_the_controllers_credential_keys_are_the_registrys():
     assert backends.CREDENTIALS == dict((name, tuple(backend.CREDENTIALS)) for name, backend in BACKENDS.items())
+    assert backends.SECRET_KEYS == dict((name, dict(backend.SECRET_KEYS)) for name, backend in BACKENDS.items()
+                                        if backend.SECRET_KEYS)
+    for name, backend in BACKENDS.items():
+        assert tuple(key for _option, key in backends.credential_keys(name)) == backend.secret_keys()
 
 
 def test_the_crds_backend_types_are_the_registry():
@@ -82,7 +86,7 @@ def test_docs_bridgejob_md_lists_every_backend_with_its_url_and_credential_keys(
     documented = bridgejob_md_backends()
     assert sorted(documented) == sorted(BACKENDS)
     for name, (url, keys) in documented.items():
-        assert keys == tuple(BACKENDS[name].CREDENTIALS), name
+        assert keys == BACKENDS[name].secret_keys(), name
         assert url.endswith(", required") == needs_url(BACKENDS[name]), name
 
 
@@ -90,9 +94,12 @@ def test_docs_bridgejob_md_lists_every_backend_with_its_url_and_credential_keys(
 def test_the_handoff_carries_exactly_the_backends_credential_keys(name):
     from bridge_controller.handoff import handoff_document
 
-    secret = {"user": "u", "token": "t", "password": "p", "ca.crt": "c", "api_key": "k"}
+    backend = BACKENDS[name]
+    secret = {"user": "u", "token": "t", "password": "p", "ca.crt": "c", "api_key": "k", "apiKey": "k",
+              "serviceCrn": "crn"}
     document = handoff_document("poll", name, secret, identities=())
-    assert sorted(set(document) - {"identities"}) == sorted(set(BACKENDS[name].CREDENTIALS) & set(secret))
+    handed = [option for option, key in zip(backend.CREDENTIALS, backend.secret_keys()) if key in secret]
+    assert sorted(set(document) - {"identities"}) == sorted(handed)
 
 
 def test_the_crds_backend_options_namespaces_are_the_registry():
@@ -102,3 +109,13 @@ def test_the_crds_backend_options_namespaces_are_the_registry():
     options = spec["backendOptions"]
     assert [named_backends(rule) for rule in options["x-kubernetes-validations"]] == [set(BACKENDS)]
     assert options["maxProperties"] == len(BACKENDS)
+
+
+def test_the_crd_takes_a_script_without_a_shebang_exactly_for_the_backends_whose_script_is_no_program():
+    with open(os.path.join(REPO, "deploy", "crd.yaml")) as handle:
+        crd = yaml.safe_load(handle)
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    rules = [rule for rule in spec["x-kubernetes-validations"] if "startsWith('#!')" in rule["rule"]]
+    assert len(rules) == 1 and rules[0]["fieldPath"] == ".script"
+    assert named_backends(rules[0]) == set(name for name, backend in BACKENDS.items() if backend.SCRIPT != "program")
+    assert "x-kubernetes-validations" not in spec["properties"]["script"], "a rule on script alone cannot see the backend"

@@ -22,6 +22,9 @@ def test_handoff_document_carries_the_work_and_exactly_the_backends_credential_k
         "token": "t", "jobs": [], "wait_timeout": 30}
     assert handoff_document("poll", "lsf", secret, identities=()) == {
         "user": "alice", "password": "p", "identities": []}, "LSF logs on with user and password"
+    assert handoff_document("poll", "quantum", dict(secret, apiKey="k", serviceCrn="crn:v1:x", api_key="no"),
+                            identities=()) == {"api_key": "k", "service_crn": "crn:v1:x", "identities": []}, (
+        "the Secret's camelCase keys become the module's options; a key named like the option is not one")
     assert handoff_document("poll", "nosuch", secret, identities=()) == {"identities": []}, "an unknown backend gets none"
 
 

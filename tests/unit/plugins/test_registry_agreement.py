@@ -18,6 +18,13 @@ from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKEN
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 NEUTRAL_MODULES = ("job", "jobs", "job_info")
 ROLE_SUFFIXES = ("_job", "_job_info", "_cluster_info")
+# The third module reads what the manager runs jobs on; IBM Quantum has devices, not a cluster.
+SERVICE_INFO_SUFFIX = {"quantum": "_backend_info"}
+
+
+def role_modules(name):
+    return [name + SERVICE_INFO_SUFFIX.get(name, suffix) if suffix == "_cluster_info" else name + suffix
+            for suffix in ROLE_SUFFIXES]
 
 
 def documented_options(text):
@@ -57,9 +64,10 @@ def test_each_backend_has_its_connection_fragment_modules_and_action_group(name)
         assert "Never logged" in " ".join(documented[secret]["description"])
     with open(os.path.join(REPO, "meta", "runtime.yml")) as handle:
         groups = yaml.safe_load(handle)["action_groups"]
-    assert groups[name] == [name + suffix for suffix in ROLE_SUFFIXES]
-    for suffix in ROLE_SUFFIXES:
-        assert os.path.exists(os.path.join(REPO, "plugins", "modules", name + suffix + ".py"))
+    assert groups[name] == role_modules(name)
+    for module in role_modules(name):
+        assert os.path.exists(os.path.join(REPO, "plugins", "modules", module + ".py"))
+    assert os.path.exists(os.path.join(REPO, "plugins", "action", name + "_job.py")), "script_file is read on the controller"
     assert os.path.exists(os.path.join(REPO, "docs", "%s.md" % name))
 
 

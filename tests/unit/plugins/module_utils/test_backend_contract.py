@@ -21,7 +21,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from ansible_collections.bridge.hpc.plugins.module_utils import lsf, ray, slurm
+from ansible_collections.bridge.hpc.plugins.module_utils import lsf, quantum, ray, slurm
 
 from fake_backend import FakeBackend
 from recorded import FIXTURES, recorded
@@ -57,6 +57,11 @@ SAMPLES = {
     # From the PAC simulator (tests/simulators/lsf_pac.py), not a real Application Center.
     "lsf": lambda: [lsf.normalize_job(native) for body in recorded_jobs("lsf", "simulator", lambda body: body)
                     for native in lsf.records(body, "job", "jobs")],
+    # HAND-WRITTEN from the fact sheets and qiskit-ibm-runtime's source (fixtures/quantum/README.md),
+    # neither recorded from IBM Quantum nor from a simulator of it.
+    "quantum": lambda: [quantum.normalize_job(native)
+                        for body in recorded_jobs("quantum", "handwritten", lambda body: body)
+                        for native in (body["jobs"] if "jobs" in body else [body])],
     "fake": fake_jobs,
 }
 EVERY_BACKEND = sorted(BACKENDS.items()) + [("fake", FakeBackend)]

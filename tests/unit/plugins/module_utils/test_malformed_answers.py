@@ -7,10 +7,17 @@ discovery uses to tell "this is not that manager's API", must say MalformedRespo
 that has the wrong shape. Only `render` may return normally, and only when it needs no request.
 
 The fault server (tests/fault_server.py) answers on 127.0.0.1; the client times out after 1 s and
-never retries, and `slow` answers after 1.5 s, so the whole matrix takes about half a minute.
+never retries, and `slow` answers after 1.5 s, so the whole matrix takes about a minute.
+
+A backend that authenticates at a service of its own (IBM Quantum at IBM Cloud IAM, its `iam_url`)
+meets each fault twice: from that service (`auth`), and from its API behind a token service that
+answers well (`api`).
 """
 
+import base64
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
@@ -40,9 +47,16 @@ VERBS = {
     "inventory": lambda client: client.inventory(),
 }
 
+
+def auth_options(backend):
+    """The connection options naming a service the backend authenticates at besides its API."""
+    return sorted(name for name in backend.connection_options() if name.endswith("_url"))
+
+
 CASES = [
-    pytest.param(name, fault, verb, id="%s-%s-%s" % (name, fault, verb))
+    pytest.param(name, where, fault, verb, id="%s-%s%s-%s" % (name, "auth-" if where == "auth" else "", fault, verb))
     for name, backend in sorted(BACKENDS.items())
+    for where in (("api", "auth") if auth_options(backend) else ("api",))
     for fault in MODES
     for verb in VERBS
     if verb != "logs" or "logs" in backend.CAPABILITIES
@@ -55,18 +69,56 @@ def server():
         yield running
 
 
-def client_for(backend, url):
-    options = {"url": url, "validate_certs": False, "timeout": 1.0, "retries": 0, "user": "bridge"}
-    # Every secret the backend declares (a token, LSF's password) is the one that must never show.
+class TokenService(object):
+    """IBM Cloud IAM's token exchange done right: every POST gets a JWT valid for an hour."""
+
+    def __init__(self):
+        claims = base64.urlsafe_b64encode(b'{"iat": 1796122800, "exp": 1796126400}').decode().rstrip("=")
+        answer = json.dumps({"access_token": "eyJhbGciOiJub25lIn0.%s.c2ln" % claims, "expires_in": 3600}).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args):
+                pass
+
+        self._server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self._server.server_address[1]
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def stop(self):
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture(scope="module")
+def token_service():
+    service = TokenService()
+    yield service
+    service.stop()
+
+
+def client_for(backend, url, auth_url):
+    options = {"url": url, "validate_certs": False, "timeout": 1.0, "retries": 0}
+    options.update((name, auth_url) for name in auth_options(backend))
+    # Credentials that are no secret (a user name, an instance CRN) are set to something plain;
+    # every secret the backend declares (a token, LSF's password) is the one that must never show.
+    options.update((name, "bridge") for name in backend.CREDENTIALS)
     options.update((secret, TOKEN) for secret in backend.SECRETS)
     return backend.from_options(options.get)
 
 
-@pytest.mark.parametrize("name, fault, verb", CASES)
-def test_a_malformed_answer_is_a_typed_error_without_the_token(server, name, fault, verb):
+@pytest.mark.parametrize("name, where, fault, verb", CASES)
+def test_a_malformed_answer_is_a_typed_error_without_the_token(server, token_service, name, where, fault, verb):
     server.mode = fault
     server.clear()
-    client = client_for(BACKENDS[name], server.url)
+    client = client_for(BACKENDS[name], server.url, server.url if where == "auth" else token_service.url)
     try:
         try:
             outcome = VERBS[verb](client)

@@ -1,0 +1,209 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: quantum_job_info
+short_description: Read IBM Quantum jobs, their results, logs and metrics
+version_added: 0.1.0
+description:
+  - Reads jobs from the Qiskit Runtime REST API and returns them normalized, the same shape
+    M(bridge.hpc.quantum_job) returns.
+  - With O(job_id) or O(identity) one job is read; otherwise the instance's jobs, newest first,
+    narrowed by the filters (O(device) and whether O(phases) are all pending or all finished are
+    filtered by the service, the rest here).
+  - With O(results), each completed job's results are decoded into plain data without qiskit or
+    numpy, from either encoding the service may send (plain JSON, or qiskit's RuntimeEncoder with
+    arrays as base64 of zlib of numpy's C(.npy) bytes). A sampler register becomes the counts of
+    each bitstring (clbit 0 last, as qiskit prints them) and, up to O(max_bitstrings) shots, the
+    bitstrings of all shots; an estimator's C(evs) and C(stds) become numbers or lists of numbers.
+author:
+  - Bridge developers (@bridge-hpc)
+extends_documentation_fragment:
+  - bridge.hpc.quantum
+options:
+  job_id:
+    description:
+      - Id of one job. Fails if the service does not know it.
+    type: str
+  identity:
+    description:
+      - Identity of one job, as given to or derived by M(bridge.hpc.quantum_job). Returns no job if none carries it.
+    type: str
+  name:
+    description:
+      - Only jobs with this name (their C(bridge-name:) tag, else their identity).
+    type: str
+  phases:
+    description:
+      - Only jobs in these normalized phases.
+    type: list
+    elements: str
+    choices: [queued, running, completed, failed, cancelled]
+  device:
+    description:
+      - Only jobs on this device.
+    type: str
+  limit:
+    description:
+      - Read at most this many jobs when listing (pages of 200, newest first); C(0) reads them all.
+    type: int
+    default: 200
+  results:
+    description:
+      - Also read and decode the results of every completed job returned (one request per job), under C(results) in the job.
+    type: bool
+    default: false
+  max_bitstrings:
+    description:
+      - With O(results), keep the bitstring of every shot of a register only when it has at most this many
+        shots; the counts are always returned.
+    type: int
+    default: 1024
+  logs:
+    description:
+      - Also read the log of every job returned (one request per job), under C(log) in the job.
+    type: bool
+    default: false
+  logs_tail_lines:
+    description:
+      - Keep only the last this many lines of each log; C(0) keeps all of it.
+    type: int
+    default: 1000
+  metrics:
+    description:
+      - Also read the metrics of every job returned (one request per job), under C(metrics) in the job
+        (C(created), C(running), C(finished) times, C(quantum_seconds), C(usage_status)).
+    type: bool
+    default: false
+  include_native:
+    description:
+      - Keep the raw job object under C(native) in each job (and in its metrics).
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+    description: Reads only.
+notes:
+  - The results of a private job (C(private) under O(bridge.hpc.quantum_job#module:backend_options) key C(quantum)) can be read once.
+  - Tested against stubbed answers written from IBM's documentation and the qiskit-ibm-runtime 0.51
+    client source only; not yet against the real service or a simulator.
+seealso:
+  - module: bridge.hpc.quantum_job
+"""
+
+EXAMPLES = r"""
+- name: One job with its results
+  bridge.hpc.quantum_job_info:
+    identity: "bell-{{ run_id }}"
+    results: true
+  register: bell
+
+- name: The counts of the first PUB's register meas
+  ansible.builtin.debug:
+    msg: "{{ bell.job.results.pubs[0].data.meas.counts }}"
+
+- name: Failed jobs on one device, with their logs
+  bridge.hpc.quantum_job_info:
+    device: ibm_kingston
+    phases: [failed]
+    logs: true
+    limit: 20
+"""
+
+RETURN = r"""
+jobs:
+  description: The jobs found, normalized (see M(bridge.hpc.quantum_job) for the fields), with C(results), C(log) and C(metrics) when asked for.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"job_id": "d6147q3traac73bef6f0", "phase": "completed", "device": "ibm_kingston", "primitive": "sampler"}]
+job:
+  description: The one job asked for with O(job_id) or O(identity); null when the identity is not found.
+  returned: when job_id or identity is given
+  type: dict
+  contains:
+    results:
+      description: >-
+        The decoded results of a completed job (O(results=true)): C(format) (C(qiskit) or C(json), the
+        encoding the service sent), C(pubs) (one per PUB, each with C(data) and C(metadata)) and
+        C(metadata). A sampler register in C(data) holds C(num_bits), C(shape) (of its parameter
+        sweep; empty for one binding), C(shots), C(counts) and, up to O(max_bitstrings) shots,
+        C(bitstrings). An estimator's C(data) holds C(evs) and C(stds).
+      type: dict
+      returned: when results is true and the job completed
+      sample: {"format": "qiskit", "pubs": [{"data": {"meas": {"num_bits": 2, "shape": [], "shots": 1000,
+               "counts": {"00": 489, "11": 511}}}, "metadata": {"circuit_metadata": {}}}], "metadata": {"version": 2}}
+    log:
+      description: The job's log (O(logs=true)); empty when the service keeps none.
+      type: str
+      returned: when logs is true
+    metrics:
+      description: The job's times and usage (O(metrics=true)).
+      type: dict
+      returned: when metrics is true
+      sample: {"created": "2026-12-01T10:00:00Z", "running": "2026-12-01T10:00:05Z", "finished": "2026-12-01T10:00:09Z",
+               "quantum_seconds": 2, "usage_status": "done"}
+  sample: {"job_id": "d6147q3traac73bef6f0", "phase": "completed", "results": {"format": "json", "pubs": []}}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    backend_connection_options,
+    client_of,
+    exit_with,
+    job_info_module_args,
+    main_for,
+    without_native,
+)
+
+
+def read_jobs(module, client):
+    params = module.params
+    result = {"changed": False}
+    one = params["job_id"] is not None or params["identity"] is not None
+    if one:
+        job = client.get(params["job_id"]) if params["job_id"] is not None else client.find(params["identity"])
+        jobs = [job] if job else []
+    else:
+        jobs = client.list(name=params["name"], phases=params["phases"], device=params["device"],
+                           limit=params["limit"] or None)
+    if not params["include_native"]:
+        jobs = without_native(jobs)
+    for job in jobs:
+        if params["results"] and job["phase"] == "completed":
+            job["results"] = client.results(job["job_id"], params["max_bitstrings"])
+        if params["logs"]:
+            job["log"] = client.logs(job["job_id"], params["logs_tail_lines"] or None)
+        if params["metrics"]:
+            metrics = client.metrics(job["job_id"])
+            job["metrics"] = metrics if params["include_native"] else without_native([metrics])[0]
+    if one:
+        result["job"] = jobs[0] if jobs else None
+    result["jobs"] = jobs
+    exit_with(module, client, result)
+
+
+def main():
+    module = AnsibleModule(**job_info_module_args(
+        backend_connection_options("quantum"),
+        device=dict(type="str"),
+        limit=dict(type="int", default=200),
+        results=dict(type="bool", default=False),
+        max_bitstrings=dict(type="int", default=1024),
+        logs=dict(type="bool", default=False),
+        logs_tail_lines=dict(type="int", default=1000),
+        metrics=dict(type="bool", default=False),
+    ))
+    main_for(module, client_of("quantum"), read_jobs)
+
+
+if __name__ == "__main__":
+    main()
