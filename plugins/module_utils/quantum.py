@@ -19,15 +19,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import ast
 import base64
-import binascii
 import calendar
 import json
 import re
-import struct
 import time
-import zlib
 
 try:
     from urllib.parse import quote, urlencode
@@ -102,7 +98,6 @@ PUB_KEYS = ("circuit", "parameter_values", "shots", "observables", "precision")
 PAULI = re.compile(r"^[IXYZ]+$")
 
 
-
 # ---------------------------------------------------------------- OpenQASM 3 text (pure)
 
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
@@ -134,7 +129,7 @@ def circuit_shape(text):
     """What Bridge reads of an OpenQASM 3 circuit without parsing it fully:
 
     {"qubits": width or None when a register size is not a literal or constant, "clbits": {register:
-    size}, "inputs": [parameter names], "physical": whether it addresses physical qubits $n}.
+    size}, "inputs": [parameter names]}.
     The width of a circuit on physical qubits is the highest index plus one, as the service reads it
     (an estimator observable has one Pauli per qubit of that width).
     """
@@ -158,7 +153,7 @@ def circuit_shape(text):
         width = None
     else:
         width = max(sum(declared), (max(physical) + 1) if physical else 0)
-    return {"qubits": width, "clbits": clbits, "inputs": _INPUT.findall(code), "physical": bool(physical)}
+    return {"qubits": width, "clbits": clbits, "inputs": _INPUT.findall(code)}
 
 
 # ---------------------------------------------------------------- compiling the spec (pure)
@@ -324,24 +319,8 @@ def identity_tags(spec):
     return tags
 
 
-def compile_quantum(spec):
-    """The exact POST /jobs body of a spec, shown as `rendered`.
-
-    With backend_options.quantum.mode, submit first opens a session (POST /sessions) and adds its
-    session_id to this body.
-    """
-    for field, why in UNSUPPORTED.items():
-        if spec.get(field):
-            raise SpecError(field, "not supported by the quantum backend: %s" % why)
-    for key, name in UNSUPPORTED_RESOURCES.items():
-        if spec["resources"].get(key) is not None:
-            raise SpecError("resources.%s" % name, "not supported by the quantum backend: a primitive run "
-                            "asks for no classical resources; only resources.time_limit applies")
-    options = _options(spec)
-    primitive = options.get("primitive", "sampler")
-    if primitive not in PRIMITIVES:
-        raise SpecError("backend_options.quantum.primitive", "'%s' is not a primitive; use sampler or estimator"
-                        % (primitive,))
+def _params(spec, options, primitive):
+    """The body's params: the PUBs, version 2, and the primitive's own settings."""
     params = {"pubs": _pubs(spec, primitive), "version": 2}
     if options.get("shots") is not None:
         if primitive != "sampler":
@@ -361,14 +340,12 @@ def compile_quantum(spec):
             raise SpecError("backend_options.quantum.options", "must be a dictionary of primitive options "
                             "(default_shots, dynamical_decoupling, twirling, resilience, execution, ...)")
         params["options"] = options["options"]
-    body = {"program_id": primitive, "params": params, "tags": identity_tags(spec)}
-    if spec["queue"]:
-        # Without one the service would pick the least busy device; check refuses that, since
-        # ISA circuits are made for one device.
-        body["backend"] = spec["queue"]
-    minutes = spec["resources"]["time_limit_minutes"]
-    if minutes:
-        body["cost"] = minutes * 60
+    return params
+
+
+def _run_fields(options):
+    """The body's fields of how the job runs: the session it joins, its log level, privacy."""
+    fields = {}
     session, mode = options.get("session"), options.get("mode")
     if session is not None and mode is not None:
         raise SpecError("backend_options.quantum.mode", "give either session (the id of one to join) or mode "
@@ -376,7 +353,7 @@ def compile_quantum(spec):
     if session is not None:
         if not isinstance(session, str) or not session.strip():
             raise SpecError("backend_options.quantum.session", "must be a session id")
-        body["session_id"] = session
+        fields["session_id"] = session
     if mode is not None and mode not in SESSION_MODES:
         raise SpecError("backend_options.quantum.mode", "'%s' is not a mode; use batch or session" % (mode,))
     if options.get("max_ttl") is not None:
@@ -387,12 +364,43 @@ def compile_quantum(spec):
     if options.get("log_level") is not None:
         if options["log_level"] not in LOG_LEVELS:
             raise SpecError("backend_options.quantum.log_level", "must be one of %s" % ", ".join(LOG_LEVELS))
-        body["log_level"] = options["log_level"]
+        fields["log_level"] = options["log_level"]
     if options.get("private") is not None:
         if not isinstance(options["private"], bool):
             raise SpecError("backend_options.quantum.private", "must be true or false")
         if options["private"]:
-            body["private"] = True
+            fields["private"] = True
+    return fields
+
+
+def compile_quantum(spec):
+    """The exact POST /jobs body of a spec, shown as `rendered`.
+
+    With backend_options.quantum.mode, submit first opens a session (POST /sessions) and adds its
+    session_id to this body.
+    """
+    for field, why in UNSUPPORTED.items():
+        if spec.get(field):
+            raise SpecError(field, "not supported by the quantum backend: %s" % why)
+    for key, name in UNSUPPORTED_RESOURCES.items():
+        if spec["resources"].get(key) is not None:
+            raise SpecError("resources.%s" % name, "not supported by the quantum backend: a primitive run "
+                            "asks for no classical resources; only resources.time_limit applies")
+    options = _options(spec)
+    primitive = options.get("primitive", "sampler")
+    if primitive not in PRIMITIVES:
+        raise SpecError("backend_options.quantum.primitive", "'%s' is not a primitive; use sampler or estimator"
+                        % (primitive,))
+    body = {"program_id": primitive}
+    if spec["queue"]:
+        # Without one the service would pick the least busy device; check refuses that, since
+        # ISA circuits are made for one device.
+        body["backend"] = spec["queue"]
+    body.update(params=_params(spec, options, primitive), tags=identity_tags(spec))
+    minutes = spec["resources"]["time_limit_minutes"]
+    if minutes:
+        body["cost"] = minutes * 60
+    body.update(_run_fields(options))
     return body
 
 

@@ -42,7 +42,9 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    description: Validates against the device and the instance (device, status, width, usage) and returns the predicted job and the rendered request without submitting.
+    description: >-
+      Validates against the device and the instance (device, status, width, usage) and returns the predicted job and
+      the rendered request without submitting.
   diff_mode:
     support: full
     description: Shows the job before and after; never the API key or the bearer token.

@@ -62,17 +62,17 @@ def bit_array(shots, num_bits):
     ceil(num_bits / 8) bytes, so the last byte holds clbits 0-7."""
     width = (num_bits + 7) // 8
     items = b"".join(value.to_bytes(width, "big") for value in shots)
-    return {"__type__": "BitArray", "__value__": {"array": ndarray_tag("|u1", (len(shots), width), items),
-                                                 "num_bits": num_bits}}
+    array = ndarray_tag("|u1", (len(shots), width), items)
+    return {"__type__": "BitArray", "__value__": {"array": array, "num_bits": num_bits}}
 
 
 def primitive_result(pubs, kind="SamplerPubResult", metadata=None):
-    return {"__type__": "PrimitiveResult", "__value__": {
-        "pub_results": [{"__type__": kind, "__value__": {
-            "data": {"__type__": "DataBin", "__value__": {"field_names": sorted(fields), "shape": [],
-                                                           "fields": fields}},
-            "metadata": {"circuit_metadata": {}}}} for fields in pubs],
-        "metadata": metadata or {"version": 2}}}
+    def pub(fields):
+        data = {"__type__": "DataBin", "__value__": {"field_names": sorted(fields), "shape": [], "fields": fields}}
+        return {"__type__": kind, "__value__": {"data": data, "metadata": {"circuit_metadata": {}}}}
+
+    return {"__type__": "PrimitiveResult",
+            "__value__": {"pub_results": [pub(fields) for fields in pubs], "metadata": metadata or {"version": 2}}}
 
 
 # ---------------------------------------------------------------- the stub service

@@ -232,7 +232,7 @@ def test_circuit_shape_reads_registers_and_inputs():
     text = ("OPENQASM 3.0;\ninclude \"stdgates.inc\";\ninput float[64] theta;\ninput angle phi;\nbit[2] meas;\n"
             "bit flag = 0;\ncreg old[3];\nrz(theta) $0;\n")
     assert circuit_shape(text) == {"qubits": 1, "clbits": {"meas": 2, "flag": 1, "old": 3},
-                                   "inputs": ["theta", "phi"], "physical": True}
+                                   "inputs": ["theta", "phi"]}
 
 
 @pytest.mark.parametrize("script, message", [
@@ -649,8 +649,8 @@ def test_results_of_a_completed_job_through_the_client(stub):
     json.dumps(primitive_result([{"meas": {"__type__": "BitArray", "__value__": {"array": ndarray_tag("|u1", (1, 1), b"\x01"), "num_bits": 12}}}])),
     json.dumps({"__type__": "PrimitiveResult", "__value__": {"pub_results": [{"__type__": "ndarray", "__value__": "eJzz9HMN8g"}]}}),
     json.dumps({"results": [{"data": {"meas": {"samples": [3], "num_bits": 2}}}]}),
-    json.dumps({"__type__": "PrimitiveResult", "__value__": {"pub_results": [{"__type__": "ndarray", "__value__":
-                                                                               zlib.compress(b"x").hex()}]}}),
+    json.dumps({"__type__": "PrimitiveResult",
+                "__value__": {"pub_results": [{"__type__": "ndarray", "__value__": zlib.compress(b"x").hex()}]}}),
 ])
 def test_results_of_another_shape_are_refused(body):
     with pytest.raises((TypeError, ValueError, KeyError, AttributeError)):
