@@ -170,17 +170,26 @@ class BitArrayValue(object):
         return [int(binascii.hexlify(raw[i:i + size]) or b"0", 16) & mask for i in range(0, len(raw), size)]
 
 
-def register_summary(values, num_bits, shape, max_bitstrings):
-    """A classical register's outcomes as plain data: counts of each bitstring (clbit 0 last, as
-    qiskit prints them), the shots, and the bitstrings themselves when there are at most
-    max_bitstrings of them."""
-    width = "0%db" % num_bits
+def _counts(bitstrings):
     counts = {}
-    bitstrings = [format(value, width) if num_bits else "" for value in values]
     for text in bitstrings:
         counts[text] = counts.get(text, 0) + 1
-    summary = {"num_bits": num_bits, "shape": list(shape[:-1]), "shots": shape[-1] if shape else len(values),
-               "counts": dict(sorted(counts.items()))}
+    return dict(sorted(counts.items()))
+
+
+def register_summary(values, num_bits, shape, max_bitstrings):
+    """A classical register's outcomes as plain data: counts of each bitstring (clbit 0 last, as
+    qiskit prints them) over all shots, the shots of one binding, and the bitstrings themselves when
+    there are at most max_bitstrings of them. A PUB that binds several parameter values (shape not
+    empty) also gets the counts of each binding, in C order of that shape, as qiskit's
+    BitArray.get_counts(loc) gives them."""
+    width = "0%db" % num_bits
+    bitstrings = [format(value, width) if num_bits else "" for value in values]
+    shots = shape[-1] if shape else len(values)
+    summary = {"num_bits": num_bits, "shape": list(shape[:-1]), "shots": shots, "counts": _counts(bitstrings)}
+    if len(shape) > 1:
+        summary["binding_counts"] = [_counts(bitstrings[start:start + shots])
+                                     for start in range(0, len(bitstrings), shots or 1)]
     if len(bitstrings) <= max_bitstrings:
         summary["bitstrings"] = bitstrings
     return summary

@@ -118,10 +118,15 @@ def qasm_problem(text):
         return "is empty"
     if text.startswith("#!"):
         return "is a script with a #! line; the quantum backend runs OpenQASM 3 circuits"
-    version = _VERSION.match(_COMMENTS.sub(" ", text))
+    code = _COMMENTS.sub(" ", text)
+    version = _VERSION.match(code)
     if version and version.group(1) != "3":
         return ("is OpenQASM %s; the Qiskit Runtime REST API takes OpenQASM 3 (qiskit.qasm3.dumps writes it)"
                 % version.group(1))
+    if _PHYSICAL.search(code) and (_QUBIT.search(code) or _QREG.search(code)):
+        # qiskit's OpenQASM 3 importer, which the service reads circuits with, refuses this
+        # ("Mixing modes not currently supported").
+        return "addresses physical qubits ($n) and declares qubits too; use one or the other"
     return None
 
 
@@ -502,7 +507,8 @@ def normalize_job(native):
         "failure_class": failure_class,
         "submit_time": iso_time(native.get("created")),
         "start_time": None,
-        "end_time": None,
+        # Not in IBM's JobResponse model; taken where an answer has it (the simulator's does).
+        "end_time": iso_time(native.get("end_time")) if phase in TERMINAL_PHASES else None,
         "device": _string(native.get("backend"), "backend"),
         "primitive": program.get("id"),
         "session_id": native.get("session_id"),
@@ -527,7 +533,7 @@ def normalize_device(native):
     return {
         "name": native["name"],
         "status": _string(status_name, "status.name"),
-        "status_reason": status.get("reason") if isinstance(status, dict) else None,
+        "status_reason": (status.get("reason") or None) if isinstance(status, dict) else None,
         "qubits": native.get("qubits", native.get("physical_qubits")),
         "queue_length": native.get("queue_length"),
         "processor_type": processor,
@@ -902,6 +908,10 @@ class QuantumClient(Backend):
         reason = self._reason(response, self.transport)
         if status == 401:
             raise AuthFailed("authentication failed: %s" % reason, verb, obj, ident, MANAGER, self.url, status)
+        if status == 403:
+            # The token is good but does not reach this instance or object (a Service-CRN of another
+            # account: code 1200).
+            raise AuthFailed("not authorized: %s" % reason, verb, obj, ident, MANAGER, self.url, status)
         # 409 is a conflict with the instance or the job (usage limit reached, job already final),
         # never an existing object of the same name.
         error = Rejected if status == 409 else error_for_status(status)

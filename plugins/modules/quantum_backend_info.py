@@ -46,8 +46,8 @@ attributes:
     support: full
     description: Reads only.
 notes:
-  - Tested against stubbed answers written from IBM's documentation and the qiskit-ibm-runtime 0.51
-    client source only; not yet against the real service or a simulator.
+  - Tested against a simulator of the Qiskit Runtime API (C(tests/simulators/quantum_runtime.py)) and answers written
+    from IBM's documentation and the qiskit-ibm-runtime 0.51 client source; not yet against IBM Quantum itself.
 seealso:
   - module: bridge.hpc.quantum_job
 """

@@ -53,8 +53,8 @@ notes:
   - With C(mode) under O(backend_options) key C(quantum), a session (C(session)) or batch (C(batch))
     is opened for the job and closed to new jobs right after it is submitted; C(session) joins the job to an
     existing one instead.
-  - Tested against stubbed answers written from IBM's documentation and the qiskit-ibm-runtime 0.51
-    client source only; not yet against the real service or a simulator.
+  - Tested against a simulator of the Qiskit Runtime API (C(tests/simulators/quantum_runtime.py)) and answers written
+    from IBM's documentation and the qiskit-ibm-runtime 0.51 client source; not yet against IBM Quantum itself.
 seealso:
   - module: bridge.hpc.quantum_job_info
   - module: bridge.hpc.quantum_backend_info

@@ -92,8 +92,8 @@ attributes:
     description: Reads only.
 notes:
   - The results of a private job (C(private) under O(bridge.hpc.quantum_job#module:backend_options) key C(quantum)) can be read once.
-  - Tested against stubbed answers written from IBM's documentation and the qiskit-ibm-runtime 0.51
-    client source only; not yet against the real service or a simulator.
+  - Tested against a simulator of the Qiskit Runtime API (C(tests/simulators/quantum_runtime.py)) and answers written
+    from IBM's documentation and the qiskit-ibm-runtime 0.51 client source; not yet against IBM Quantum itself.
 seealso:
   - module: bridge.hpc.quantum_job
 """

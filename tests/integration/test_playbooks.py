@@ -9,19 +9,22 @@ import uuid
 
 import pytest
 
-from conftest import (REPO, SLURM_VERSIONS, ansible_env, lsf_env, ray_env, require_lsf, require_ray, require_slurm, slurm_env,
-                      start_playbook)
+from conftest import (REPO, SLURM_VERSIONS, ansible_env, lsf_env, quantum_env, ray_env, require_lsf, require_quantum,
+                      require_ray, require_slurm, slurm_env, start_playbook)
 
 PLAYBOOKS = os.path.join(REPO, "tests", "integration", "playbooks")
 RUN_ID = uuid.uuid4().hex[:8]
-# <playbook>:<backend>; the batch pair runs against one Slurm version, Ray and the LSF simulator.
+# <playbook>:<backend>; the batch pair runs against one Slurm version, Ray and the LSF simulator
+# (quantum_job.yml covers the batch modules for the Qiskit Runtime simulator: its jobs are circuits).
 TARGETS = ["slurm_job:slurm-%s" % version for version in SLURM_VERSIONS] + [
-    "ray_job:ray", "lsf_job:lsf", "jobs_batch:slurm-22.05", "jobs_batch:ray", "jobs_batch:lsf"]
+    "ray_job:ray", "lsf_job:lsf", "quantum_job:quantum", "jobs_batch:slurm-22.05", "jobs_batch:ray", "jobs_batch:lsf"]
 
 
 def target_env(backend):
     if backend == "lsf":
         return lsf_env()
+    if backend == "quantum":
+        return quantum_env()
     if backend == "ray":
         values = ray_env()
         return None if values is None else dict(values, RAY_ADDRESS=values["RAY_URL"])
@@ -40,7 +43,8 @@ def batch_vars(backend, values):
 
 
 def secret_of(values):
-    return values.get("SLURM_JWT") or values.get("RAY_TOKEN") or values.get("LSF_PASSWORD") or None
+    return (values.get("SLURM_JWT") or values.get("RAY_TOKEN") or values.get("LSF_PASSWORD")
+            or values.get("QUANTUM_API_KEY") or None)
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +76,8 @@ def test_job_playbook(target, runs):
         require_ray()
     elif backend == "lsf":
         require_lsf()
+    elif backend == "quantum":
+        require_quantum()
     else:
         require_slurm(backend.split("-", 1)[1])
     process, log_path, values = runs[target]

@@ -57,10 +57,10 @@ SAMPLES = {
     # From the PAC simulator (tests/simulators/lsf_pac.py), not a real Application Center.
     "lsf": lambda: [lsf.normalize_job(native) for body in recorded_jobs("lsf", "simulator", lambda body: body)
                     for native in lsf.records(body, "job", "jobs")],
-    # HAND-WRITTEN from the fact sheets and qiskit-ibm-runtime's source (fixtures/quantum/README.md),
-    # neither recorded from IBM Quantum nor from a simulator of it.
-    "quantum": lambda: [quantum.normalize_job(native)
-                        for body in recorded_jobs("quantum", "handwritten", lambda body: body)
+    # HAND-WRITTEN from the fact sheets and qiskit-ibm-runtime's source, and recorded from the Qiskit
+    # Runtime SIMULATOR (tests/simulators/quantum_runtime.py), not from IBM Quantum (fixtures/quantum/README.md).
+    "quantum": lambda: [quantum.normalize_job(native) for source in ("handwritten", "simulator")
+                        for body in recorded_jobs("quantum", source, lambda body: body)
                         for native in (body["jobs"] if "jobs" in body else [body])],
     "fake": fake_jobs,
 }

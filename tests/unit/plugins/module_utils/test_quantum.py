@@ -178,7 +178,7 @@ def test_error_text_reads_every_error_shape(body, expected):
     (httpx.Response(404, json={"errors": [{"code": 1291, "message": "Job not found."}]}), NotFound, "Job not found. (code 1291)"),
     (httpx.Response(409, json={"error": {"message": "Usage exceeds the instance limit"}}), Rejected, "Usage exceeds"),
     (httpx.Response(400, text="Bad pubs: circuit 0 is not OpenQASM 3\nmore"), Rejected, "Bad pubs: circuit 0"),
-    (httpx.Response(403, json={"errors": [{"message": "Forbidden"}]}), Rejected, "Forbidden"),
+    (httpx.Response(403, json={"errors": [{"message": "Forbidden"}]}), AuthFailed, "not authorized: Forbidden"),
     (httpx.Response(500, text="<html><body>Authorization: Bearer abc</body></html>"), ServerError, "Internal Server Error"),
 ])
 def test_error_answers_become_typed_errors_with_the_services_reason(stub, response, error, text):
@@ -239,6 +239,7 @@ def test_circuit_shape_reads_registers_and_inputs():
     ("#!/bin/bash\necho hi\n", "a script with a #! line"),
     ("OPENQASM 2.0;\ninclude \"qelib1.inc\";\nqreg q[1];\n", "is OpenQASM 2"),
     ("   \n", "needs an OpenQASM 3 circuit"),
+    ("OPENQASM 3;\nqubit[2] q;\nx $0;\n", "addresses physical qubits \\(\\$n\\) and declares qubits too"),
 ])
 def test_the_script_must_be_openqasm_3(script, message):
     with pytest.raises(SpecError, match=message) as refused:
@@ -606,7 +607,8 @@ def test_hand_built_estimator_result_becomes_lists_of_floats():
 @pytest.mark.parametrize("case, data", [
     ("results_sampler_qiskit", {"meas": {"num_bits": 2, "shape": [], "shots": 100, "counts": {"00": 50, "11": 50}}}),
     ("results_sampler_sweep_qiskit", {"meas": {"num_bits": 10, "shape": [2], "shots": 10,
-                                               "counts": {"0000000001": 10, "1111111111": 10}}}),
+                                               "counts": {"0000000001": 10, "1111111111": 10},
+                                               "binding_counts": [{"0000000001": 10}, {"1111111111": 10}]}}),
     ("results_estimator_qiskit", {"evs": [1.0, 1.0, -0.02], "stds": [0.0, 0.0, 0.04998999899979995]}),
 ])
 def test_results_encoded_by_qiskit_ibm_runtime_decode_to_what_qiskit_printed(case, data):
@@ -630,7 +632,8 @@ def test_plain_json_results_decode_alike():
     estimator = decode_results(recorded("quantum", "handwritten", "results_estimator_json")["body"])
     assert estimator["pubs"][0]["data"]["evs"] == -0.9374102500618965
     swept = decode_results(json.dumps({"results": [{"data": {"c": {"samples": [["0x1", "0x0"], ["0x1", "0x1"]], "num_bits": 1}}}]}))
-    assert swept["pubs"][0]["data"]["c"]["shape"] == [2] and swept["pubs"][0]["data"]["c"]["counts"] == {"0": 1, "1": 3}
+    register = swept["pubs"][0]["data"]["c"]
+    assert (register["shape"], register["counts"], register["binding_counts"]) == ([2], {"0": 1, "1": 3}, [{"0": 1, "1": 1}, {"1": 2}])
 
 
 def test_results_of_a_completed_job_through_the_client(stub):
@@ -655,3 +658,75 @@ def test_results_of_a_completed_job_through_the_client(stub):
 def test_results_of_another_shape_are_refused(body):
     with pytest.raises((TypeError, ValueError, KeyError, AttributeError)):
         decode_results(body)
+
+
+# ---------------------------------------------------------------- answers recorded from the simulator
+
+def replayed(case):
+    """httpx.Response of an answer recorded from the Qiskit Runtime SIMULATOR (not IBM Quantum)."""
+    fixture = recorded("quantum", "simulator", case)
+    headers = {"content-type": fixture["headers"]["content-type"]}
+    if isinstance(fixture["body"], (dict, list)):
+        return httpx.Response(fixture["status"], json=fixture["body"], headers=headers)
+    return httpx.Response(fixture["status"], text=fixture["body"], headers=headers)
+
+
+@pytest.mark.parametrize("case, phase, failure_class, end_time", [
+    ("job_queued", "queued", None, False),
+    ("job_completed", "completed", None, True),
+    ("job_cancelled", "cancelled", "cancelled", True),
+    ("job_ran_too_long", "failed", "timeout", True),
+])
+def test_jobs_recorded_from_the_simulator(case, phase, failure_class, end_time):
+    job = normalize_job(recorded("quantum", "simulator", case)["body"])
+    assert (job["phase"], job["failure_class"], job["end_time"] is not None) == (phase, failure_class, end_time)
+    assert job["identity"].startswith("fixture-") and job["device"] in ("ibm_manila", "ibm_lima")
+
+
+def test_a_job_list_recorded_from_the_simulator():
+    jobs, count = quantum._job_list(recorded("quantum", "simulator", "jobs_by_tag")["body"])
+    assert len(jobs) == count and all(job["identity"] for job in jobs)
+
+
+def test_results_recorded_from_the_simulator():
+    sampler = decode_results(recorded("quantum", "simulator", "results_sampler")["body"], max_bitstrings=0)
+    meas = sampler["pubs"][0]["data"]["meas"]
+    assert (meas["num_bits"], meas["shots"], sum(meas["counts"].values())) == (2, 100, 100)
+    assert set(meas["counts"]) <= {"00", "01", "10", "11"}
+    estimator = decode_results(recorded("quantum", "simulator", "results_estimator")["body"])
+    data = estimator["pubs"][0]["data"]
+    assert len(data["evs"]) == len(data["stds"]) == 3 and all(isinstance(value, float) for value in data["evs"])
+    with pytest.raises(ValueError):
+        decode_results(recorded("quantum", "simulator", "results_ran_too_long")["body"])
+
+
+def test_devices_status_and_usage_recorded_from_the_simulator():
+    devices = quantum._devices(recorded("quantum", "simulator", "backends")["body"])
+    assert [(device["name"], device["status"]) for device in devices] == [
+        ("ibm_manila", "online"), ("ibm_nairobi", "online"), ("ibm_lima", "paused")]
+    status = quantum.normalize_status("ibm_lima", recorded("quantum", "simulator", "backend_status_paused")["body"])
+    assert (status["operational"], status["status_message"]) == (False, "maintenance")
+    assert quantum.normalize_usage(recorded("quantum", "simulator", "usage")["body"])["limit_reached"] is False
+
+
+@pytest.mark.parametrize("verb, method, path, case, error, text", [
+    (lambda client: client.submit(spec()), "POST", "/api/v1/jobs", "submit_non_isa", Rejected, "non-ISA circuits"),
+    (lambda client: client.devices(), "GET", "/api/v1/backends", "wrong_crn", AuthFailed, "Service-CRN does not name"),
+    (lambda client: client.get("x"), "GET", "/api/v1/jobs/x", "job_unknown", NotFound, "Job not found"),
+])
+def test_refusals_recorded_from_the_simulator_are_typed(stub, verb, method, path, case, error, text):
+    client = stub.client()
+    stub.fail_next.append((method, path, replayed(case)))
+    with pytest.raises(error, match=text):
+        verb(client)
+
+
+def test_cancel_and_a_wrong_key_recorded_from_the_simulator(stub):
+    client = stub.client()
+    stub.fail_next.append(("POST", "/api/v1/jobs/j1/cancel", replayed("cancel")))
+    client.cancel("j1")
+    stub.fail_next.append(("POST", "/api/v1/jobs/j1/cancel", replayed("cancel_final")))
+    client.cancel("j1")
+    stub.fail_next.append(("POST", "/identity/token", replayed("token_bad_key")))
+    with pytest.raises(AuthFailed, match="Provided API key could not be found"):
+        stub.client().devices()
