@@ -142,6 +142,25 @@ def without_native(items):
     return [dict((k, v) for k, v in item.items() if k != "native") for item in items]
 
 
+def read_job_or_list(params, client, list_jobs):
+    """The result of a job_info module (JOB_INFO_OPTIONS): with job_id or identity the one job (`job`,
+    null when no job carries the identity; an unknown job_id fails), else `list_jobs()`; raw payloads
+    only with include_native."""
+    one = params["job_id"] is not None or params["identity"] is not None
+    if params["job_id"] is not None:
+        jobs = [client.get(params["job_id"])]
+    elif params["identity"] is not None:
+        jobs = [job for job in [client.find(params["identity"])] if job]
+    else:
+        jobs = list_jobs()
+    if not params["include_native"]:
+        jobs = without_native(jobs)
+    result = {"changed": False, "jobs": jobs}
+    if one:
+        result["job"] = jobs[0] if jobs else None
+    return result
+
+
 def exit_with(module, client, result):
     """Pass the client's warnings on, then exit (or fail when result says so)."""
     for warning in client.warnings:

@@ -94,26 +94,15 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     exit_with,
     job_info_module_args,
     main_for,
-    without_native,
+    read_job_or_list,
 )
 
 
 def read_jobs(module, client):
     params = module.params
-    result = {"changed": False}
-    one = params["job_id"] is not None or params["identity"] is not None
-    if one:
-        job = client.get(params["job_id"]) if params["job_id"] is not None else client.find(params["identity"])
-        jobs = [job] if job else []
-    else:
-        jobs = [job for job in client.list(name=params["name"], phases=params["phases"])
-                if params["queue"] is None or job["queue"] == params["queue"]]
-    if not params["include_native"]:
-        jobs = without_native(jobs)
-    if one:
-        result["job"] = jobs[0] if jobs else None
-    result["jobs"] = jobs
-    exit_with(module, client, result)
+    exit_with(module, client, read_job_or_list(params, client, lambda: [
+        job for job in client.list(name=params["name"], phases=params["phases"])
+        if params["queue"] is None or job["queue"] == params["queue"]]))
 
 
 def main():

@@ -161,23 +161,16 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     exit_with,
     job_info_module_args,
     main_for,
+    read_job_or_list,
     without_native,
 )
 
 
 def read_jobs(module, client):
     params = module.params
-    result = {"changed": False}
-    one = params["job_id"] is not None or params["identity"] is not None
-    if one:
-        job = client.get(params["job_id"]) if params["job_id"] is not None else client.find(params["identity"])
-        jobs = [job] if job else []
-    else:
-        jobs = client.list(name=params["name"], phases=params["phases"], device=params["device"],
-                           limit=params["limit"] or None)
-    if not params["include_native"]:
-        jobs = without_native(jobs)
-    for job in jobs:
+    result = read_job_or_list(params, client, lambda: client.list(
+        name=params["name"], phases=params["phases"], device=params["device"], limit=params["limit"] or None))
+    for job in result["jobs"]:
         if params["results"] and job["phase"] == "completed":
             job["results"] = client.results(job["job_id"], params["max_bitstrings"])
         if params["logs"]:
@@ -185,9 +178,6 @@ def read_jobs(module, client):
         if params["metrics"]:
             metrics = client.metrics(job["job_id"])
             job["metrics"] = metrics if params["include_native"] else without_native([metrics])[0]
-    if one:
-        result["job"] = jobs[0] if jobs else None
-    result["jobs"] = jobs
     exit_with(module, client, result)
 
 

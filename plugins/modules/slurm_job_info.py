@@ -103,7 +103,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     exit_with,
     job_info_module_args,
     main_for,
-    without_native,
+    read_job_or_list,
 )
 
 
@@ -117,21 +117,8 @@ def select_jobs(jobs, partition=None, job_user=None):
 
 def read_jobs(module, client):
     params = module.params
-    result = {"changed": False}
-    if params["job_id"] is not None:
-        jobs = [client.get(params["job_id"])]
-        result["job"] = jobs[0]
-    elif params["identity"] is not None:
-        job = client.find(params["identity"])
-        jobs = [job] if job else []
-        result["job"] = job
-    else:
-        jobs = select_jobs(client.list(name=params["name"], phases=params["phases"]), params["partition"], params["job_user"])
-    if not params["include_native"]:
-        jobs = without_native(jobs)
-        if result.get("job"):
-            result["job"] = jobs[0]
-    result["jobs"] = jobs
+    result = read_job_or_list(params, client, lambda: select_jobs(
+        client.list(name=params["name"], phases=params["phases"]), params["partition"], params["job_user"]))
     result["api_version"] = client.api_version
     exit_with(module, client, result)
 
