@@ -56,6 +56,8 @@ bench: bootstrap
 	set -a; . .run/ray/env; set +a; python bench/ray_submit.py
 	tools/lsf-pac.sh start
 	set -a; . .run/lsf/env; set +a; python bench/lsf_submit.py
+	tools/quantum-runtime.sh start
+	set -a; . .run/quantum/env; set +a; python bench/quantum_submit.py
 
 bench-controller: bootstrap
 	tools/slurm-cluster.sh start 26.05
