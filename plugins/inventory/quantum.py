@@ -185,12 +185,11 @@ class InventoryModule(InventorySource, BaseInventoryPlugin, Constructable, Cache
         return QuantumClient.from_options(self._connection_option(source))
 
     def _fetch(self, source):
-        devices = self._read(source, lambda client: client.device_details(
-            gather=("status", "configuration", "properties")))
+        records = self._read(source, lambda client: client.inventory())
         return {
             "format": self.PAYLOAD_FORMAT,
             "source": source,
-            "devices": [device_record(device) for device in devices],
+            "devices": [device_record(device) for device in records["devices"]],
         }
 
     # -- building hosts and groups

@@ -997,7 +997,8 @@ class QuantumClient(Backend):
         return self._call("GET", "/instances/usage", "read the usage of", "instance", parse=normalize_usage)
 
     def inventory(self):
-        return {"devices": self.devices()}
+        """The devices with status, configuration and calibration properties, for the inventory plugin."""
+        return {"devices": self.device_details(gather=("status", "configuration", "properties"))}
 
     def device_details(self, names=None, gather=("status", "configuration")):
         """The devices (all, or those named) with what `gather` asks for, one request per device and

@@ -3,7 +3,7 @@ and against the in-memory stub of IAM and the Qiskit Runtime API (tests/unit/qua
 
 Devices, statuses and configurations are answers shaped like the simulator's and IBM's documented
 ones (tests/unit/fixtures/quantum), run through the client's own normalize_device, normalize_status
-and normalize_configuration, and merged by the real QuantumClient.device_details, so the plugin
+and normalize_configuration, and merged by the real QuantumClient.inventory (device_details), so the plugin
 sees exactly what the client returns. The tests at the end drive the whole client against the stub.
 """
 
@@ -95,7 +95,7 @@ DEVICES = {
 
 class FakeClient(QuantumClient):
     """Stands in for QuantumClient's reads: records every construction, answers the per-device reads
-    with normalized dicts; device_details (what merges them) is the real one."""
+    with normalized dicts; inventory and device_details (what merges them) are the real ones."""
 
     instances = []
     devices_payload = DEVICES
@@ -372,8 +372,8 @@ def test_examples_build_the_inventory_they_describe(tmp_path, monkeypatch, index
     # The play's pattern: devices that run jobs now.
     assert members(inventory, "quantum_device_status_operational") == ["ibm_kingston", "ibm_sim"]
     client = FakeClient.instances[-1]
-    assert (client.url, client.service_crn, client.api_key) == (config.get("url", URL), config.get("service_crn", CRN),
-                                                                 API_KEY)
+    wanted = (config.get("url", URL), config.get("service_crn", CRN), API_KEY)
+    assert (client.url, client.service_crn, client.api_key) == wanted
 
 
 # ---------------------------------------------------------------- connection options
