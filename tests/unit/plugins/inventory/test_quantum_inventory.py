@@ -14,7 +14,7 @@ import os
 import pytest
 import yaml
 
-from ansible.errors import AnsibleError, AnsibleParserError
+from ansible.errors import AnsibleParserError
 from ansible.inventory.data import InventoryData
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import is_trusted_as_template
@@ -320,16 +320,6 @@ def test_compose_groups_and_keyed_groups(tmp_path):
     assert members(inventory, "wide") == ["ibm_brisbane", "ibm_kingston"]
     assert members(inventory, "revision_r2") == ["ibm_kingston"]
     assert members(inventory, "message_maintenance") == ["ibm_brisbane"]
-
-
-def test_strict_turns_template_errors_into_failures(tmp_path):
-    config = {"compose": {"broken": "undefined_variable + 1"}, "groups": {"odd": "undefined_variable"}}
-    inventory = run(tmp_path, config)
-    assert "broken" not in hostvars(inventory, "ibm_kingston")
-    assert "odd" not in inventory.groups
-    config["strict"] = True
-    with pytest.raises(AnsibleError, match="Could not set broken for host "):
-        run(tmp_path, config)
 
 
 def test_strict_keyed_group_with_empty_key_fails(tmp_path):
