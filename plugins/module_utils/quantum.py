@@ -518,6 +518,60 @@ def normalize_job(native):
     }
 
 
+def processor_type(native):
+    """processor_type of a device list item or a configuration: {"family", "revision", "segment"}
+    (revision a string or a number: "r2", "5.11", 4) or, where a device says only that, a string.
+    Returns processor_type ("Heron r2"), processor_family and processor_revision (a string)."""
+    if isinstance(native, dict):
+        family, revision = native.get("family"), native.get("revision")
+        family = None if family in (None, "") else "%s" % family
+        revision = None if revision in (None, "") else "%s" % revision
+        text = " ".join(part for part in (family, revision) if part) or None
+        return {"processor_type": text, "processor_family": family, "processor_revision": revision}
+    return {"processor_type": _string(native, "processor_type") or None, "processor_family": None,
+            "processor_revision": None}
+
+
+# Units of T1 and T2 in a device's properties, in microseconds (BackendProperties writes "us").
+MICROSECONDS = {"s": 1e6, "ms": 1e3, "us": 1.0, "\u00b5s": 1.0, "ns": 1e-3}
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _median(values):
+    values = sorted(values)
+    if not values:
+        return None
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2.0
+
+
+def calibration_medians(native):
+    """Median figures of GET /backends/{name}/properties (a BackendProperties): readout error, T1 and
+    T2 in microseconds over the qubits, gate error over the two-qubit gates. Each is null when the
+    properties have no such value ({} for a device without calibration data)."""
+    if not isinstance(native, dict):
+        raise TypeError("properties must be an object")
+    readout, t1, t2, two_qubit = [], [], [], []
+    for qubit in native.get("qubits") or []:
+        for item in qubit or []:
+            if not isinstance(item, dict) or not _number(item.get("value")):
+                continue
+            if item.get("name") == "readout_error":
+                readout.append(item["value"])
+            elif item.get("name") in ("T1", "T2") and item.get("unit", "us") in MICROSECONDS:
+                (t1 if item["name"] == "T1" else t2).append(item["value"] * MICROSECONDS[item.get("unit", "us")])
+    for gate in native.get("gates") or []:
+        if not isinstance(gate, dict) or len(gate.get("qubits") or []) != 2:
+            continue
+        two_qubit.extend(item["value"] for item in gate.get("parameters") or []
+                         if isinstance(item, dict) and item.get("name") == "gate_error" and _number(item.get("value")))
+    return {"median_readout_error": _median(readout), "median_t1_us": _median(t1), "median_t2_us": _median(t2),
+            "median_two_qubit_error": _median(two_qubit)}
+
+
 def normalize_device(native):
     """An item of GET /backends: an object (API versions since 2025-01-01) or a bare name (older)."""
     if isinstance(native, str):
@@ -526,21 +580,19 @@ def normalize_device(native):
         raise TypeError("a device must be an object with a name")
     status = native.get("status")
     status_name = status.get("name") if isinstance(status, dict) else status
-    processor = native.get("processor_type")
-    if isinstance(processor, dict):
-        processor = " ".join("%s" % part for part in (processor.get("family"), processor.get("revision")) if part) or None
     simulator = native.get("is_simulator")
-    return {
+    record = {
         "name": native["name"],
         "status": _string(status_name, "status.name"),
         "status_reason": (status.get("reason") or None) if isinstance(status, dict) else None,
         "qubits": native.get("qubits", native.get("physical_qubits")),
         "queue_length": native.get("queue_length"),
-        "processor_type": processor,
         "simulator": simulator if isinstance(simulator, bool) else None,
         "mock": native.get("class") == "mock",
         "native": native,
     }
+    record.update(processor_type(native.get("processor_type")))
+    return record
 
 
 def normalize_status(name, native):
@@ -570,20 +622,18 @@ def normalize_configuration(name, native):
     gates = native.get("basis_gates") or []
     if not isinstance(gates, list):
         raise TypeError("'basis_gates' must be a list")
-    processor = native.get("processor_type")
-    if isinstance(processor, dict):
-        processor = " ".join("%s" % part for part in (processor.get("family"), processor.get("revision")) if part) or None
-    return {
+    record = {
         "name": native.get("backend_name") or name,
         "qubits": qubits,
         "basis_gates": gates,
         "simulator": bool(native.get("simulator")),
         "max_shots": native.get("max_shots"),
         "max_experiments": native.get("max_experiments"),
-        "processor_type": processor,
         "version": native.get("backend_version"),
         "native": native,
     }
+    record.update(processor_type(native.get("processor_type")))
+    return record
 
 
 def normalize_usage(native):
@@ -947,7 +997,8 @@ class QuantumClient(Backend):
         return self._call("GET", "/instances/usage", "read the usage of", "instance", parse=normalize_usage)
 
     def inventory(self):
-        return {"devices": self.devices()}
+        """The devices with status, configuration and calibration properties, for the inventory plugin."""
+        return {"devices": self.device_details(gather=("status", "configuration", "properties"))}
 
     def device_details(self, names=None, gather=("status", "configuration")):
         """The devices (all, or those named) with what `gather` asks for, one request per device and

@@ -74,14 +74,16 @@ RETURN = r"""
 devices:
   description: >-
     The devices: C(name), C(status) and C(status_reason) as listed (C(online), C(paused), C(offline)),
-    C(qubits), C(queue_length), C(processor_type), C(simulator); with status, C(operational),
+    C(qubits), C(queue_length), C(processor_type) (C(Heron r2)) with C(processor_family) and
+    C(processor_revision), C(simulator); with status, C(operational),
     C(status_message), C(pending_jobs) and C(version); with configuration, C(basis_gates),
-    C(max_shots), C(max_experiments) (and C(qubits), C(processor_type) where the list has none);
+    C(max_shots), C(max_experiments) (and C(qubits) and the processor type where the list has none);
     with properties, C(properties).
   returned: always
   type: list
   elements: dict
   sample: [{"name": "ibm_kingston", "status": "online", "qubits": 156, "queue_length": 3, "processor_type": "Heron r2",
+            "processor_family": "Heron", "processor_revision": "r2",
             "operational": true, "status_message": "active", "pending_jobs": 3, "version": "1.2.3",
             "basis_gates": ["cz", "id", "rz", "sx", "x"], "max_shots": 100000}]
 usage:

@@ -8,7 +8,7 @@ import os
 import pytest
 import yaml
 
-from ansible.errors import AnsibleParserError
+from ansible.errors import AnsibleError, AnsibleParserError
 from ansible.inventory.data import InventoryData
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import fragment_loader, inventory_loader
@@ -162,3 +162,12 @@ class InventoryPluginContract:
         self.runner.run(tmp_path, {})
         self.runner.run(tmp_path, {})
         assert len(fake_client.instances) == 2
+
+    def test_strict_turns_template_errors_into_failures(self, tmp_path):
+        config = {"compose": {"broken": "undefined_variable + 1"}, "groups": {"odd": "undefined_variable"}}
+        inventory = self.runner.run(tmp_path, config)
+        assert "broken" not in hostvars(inventory, self.host)
+        assert "odd" not in inventory.groups
+        config["strict"] = True
+        with pytest.raises(AnsibleError, match="Could not set broken for host "):
+            self.runner.run(tmp_path, config)

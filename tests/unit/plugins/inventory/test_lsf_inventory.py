@@ -14,7 +14,7 @@ import os
 import pytest
 import yaml
 
-from ansible.errors import AnsibleError, AnsibleParserError
+from ansible.errors import AnsibleParserError
 from ansible.inventory.data import InventoryData
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import is_trusted_as_template
@@ -293,16 +293,6 @@ def test_compose_groups_and_keyed_groups(tmp_path):
     assert members(inventory, "model_X86_64") == ["h1", "h2"]
     assert members(inventory, "queue_Open_Active") == ["normal", "short"]
     assert members(inventory, "queue_Closed_Inact") == ["closed"]
-
-
-def test_strict_turns_template_errors_into_failures(tmp_path):
-    config = {"compose": {"broken": "undefined_variable + 1"}, "groups": {"odd": "undefined_variable"}}
-    inventory = run(tmp_path, config)
-    assert "broken" not in hostvars(inventory, "normal")
-    assert "odd" not in inventory.groups
-    config["strict"] = True
-    with pytest.raises(AnsibleError, match="Could not set broken for host "):
-        run(tmp_path, config)
 
 
 def test_strict_keyed_group_with_empty_key_fails(tmp_path):

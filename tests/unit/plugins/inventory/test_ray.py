@@ -13,7 +13,7 @@ import httpx
 import pytest
 import yaml
 
-from ansible.errors import AnsibleError, AnsibleParserError
+from ansible.errors import AnsibleParserError
 from ansible.inventory.data import InventoryData
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import is_trusted_as_template
@@ -325,16 +325,6 @@ def test_compose_groups_and_keyed_groups(tmp_path):
     assert members(inventory, "gpu_A100") == ["gpu-1"]
     assert members(inventory, "gpu_none") == ["10.0.0.1"]
     assert members(inventory, "resource_bridge_test_1") == ["10.0.0.1"]
-
-
-def test_strict_turns_template_errors_into_failures(tmp_path):
-    config = {"compose": {"broken": "undefined_variable + 1"}, "groups": {"odd": "undefined_variable"}}
-    inventory = run(tmp_path, config)
-    assert "broken" not in hostvars(inventory, "10.0.0.1")
-    assert "odd" not in inventory.groups
-    config["strict"] = True
-    with pytest.raises(AnsibleError, match="Could not set broken for host 10.0.0.1"):
-        run(tmp_path, config)
 
 
 def test_strict_keyed_group_with_empty_key_fails(tmp_path):
