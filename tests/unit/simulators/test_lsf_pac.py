@@ -239,13 +239,25 @@ def test_inactive_queue_keeps_the_job_pending_with_a_reason(sim):
     assert job(sim, cookie, job_id)["exitInfo"] == "TERM_OWNER"
 
 
-def test_dependency_waits_runs_and_is_never_satisfied_after_the_wrong_end(sim):
+def pend_reason(sim, cookie, job_id, timeout=10.0):
+    """The job's pending reason once the scheduler has given one."""
+    deadline = time.time() + timeout
+    while True:
+        reason = job(sim, cookie, job_id)["pendReason"]
+        if reason or time.time() > deadline:
+            return reason
+        time.sleep(0.05)
+
+
+def test_dependency_waits_runs_and_is_never_satisfied_after_the_wrong_end(sim, tmp_path):
     cookie = logon(sim)
-    first = submitted(sim, cookie, "sleep 0.5; exit 3")
+    go = tmp_path / "go"
+    # The first job ends (exit 3) only when the test says so, however slow the machine is.
+    first = submitted(sim, cookie, "while [ ! -e %s ]; do sleep 0.05; done; exit 3" % go)
     waits_done = submitted(sim, cookie, "true", "-w 'done(%s)'" % first)
     waits_exit = submitted(sim, cookie, "true", "-w 'exit(%s) && started(%s)'" % (first, first))
-    time.sleep(0.2)
-    assert job(sim, cookie, waits_done)["pendReason"] == "The job is waiting for its dependency condition(s) to be satisfied"
+    assert pend_reason(sim, cookie, waits_done) == "The job is waiting for its dependency condition(s) to be satisfied"
+    go.touch()
     assert wait_for(sim, cookie, waits_exit, {"DONE"})["jobStatus"] == "DONE"
     never = wait_for(sim, cookie, waits_done, set(), timeout=0.3)
     assert (never["jobStatus"], never["pendReason"]) == ("PEND", "The dependency condition is invalid or never satisfied")
