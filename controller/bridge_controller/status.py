@@ -24,6 +24,8 @@ JOB_FIELDS = {
     "submit_time": "submitTime",
     "start_time": "startTime",
     "end_time": "endTime",
+    # A finished job's results in brief (bridge.hpc.job_info's results_summary), where its backend keeps results.
+    "results_summary": "results",
 }
 
 

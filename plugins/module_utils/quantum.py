@@ -38,7 +38,11 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     newest_by_identity,
     select,
 )
-from ansible_collections.bridge.hpc.plugins.module_utils._runtime_results import DEFAULT_MAX_BITSTRINGS, decode_results
+from ansible_collections.bridge.hpc.plugins.module_utils._runtime_results import (
+    DEFAULT_MAX_BITSTRINGS,
+    decode_results,
+    summarize_results,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
     BridgeError,
@@ -1143,6 +1147,12 @@ class QuantumClient(Backend):
         endpoint = "GET /jobs/%s/results" % job_id
         return decode(lambda body: decode_results(body, max_bitstrings), text, endpoint, MANAGER, self.url,
                       "read results of", "job", job_id)
+
+    def results_summary(self, job):
+        """The counts or expectation values of a completed job (summarize_results); None otherwise."""
+        if job.get("phase") != "completed":
+            return None
+        return summarize_results(self.results(job["job_id"], max_bitstrings=0))
 
     def metrics(self, job_id):
         """GET /jobs/{id}/metrics: timestamps and usage (usage.status stays pending until the job is final)."""
