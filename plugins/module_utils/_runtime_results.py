@@ -306,6 +306,7 @@ def decode_results(text, max_bitstrings=DEFAULT_MAX_BITSTRINGS):
 SUMMARY_PUBS = 16
 SUMMARY_OUTCOMES = 16
 SUMMARY_VALUES = 64
+SUMMARY_REGISTERS = 16
 
 
 def _flat(value):
@@ -326,15 +327,16 @@ def summarize_results(results, outcomes=SUMMARY_OUTCOMES, pubs=SUMMARY_PUBS, val
     """A bounded summary of decode_results' plain data, per PUB: each sampler register's shots and
     its `outcomes` most frequent bitstrings with their counts (ties by bitstring), or an estimator's
     expectation values and standard deviations, flattened in C order, with their shape. `truncated`
-    says whether anything was left out (PUBs past `pubs`, outcomes, values past `values`)."""
+    says whether anything was left out (PUBs past `pubs`, registers, outcomes, values past `values`)."""
     summary, truncated = [], len(results["pubs"]) > pubs
     for pub in results["pubs"][:pubs]:
         data = pub.get("data") or {}
         entry = {}
-        registers = dict((name, field) for name, field in data.items() if isinstance(field, dict) and "counts" in field)
+        registers = sorted((name, field) for name, field in data.items() if isinstance(field, dict) and "counts" in field)
+        truncated = truncated or len(registers) > SUMMARY_REGISTERS
         if registers:
             entry["registers"] = {}
-            for name, field in registers.items():
+            for name, field in registers[:SUMMARY_REGISTERS]:
                 ranked = sorted(field["counts"].items(), key=lambda item: (-item[1], item[0]))
                 truncated = truncated or len(ranked) > outcomes
                 entry["registers"][name] = {"shots": field["shots"], "outcomes": len(ranked),
