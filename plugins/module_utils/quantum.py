@@ -516,6 +516,8 @@ def normalize_job(native):
         "device": _string(native.get("backend"), "backend"),
         "primitive": program.get("id"),
         "session_id": native.get("session_id"),
+        # The service serves a private job's results once (IBM: "private" in JobResponse).
+        "private": native.get("private") is True,
         "tags": tags,
         "quantum_seconds": usage.get("quantum_seconds"),
         "native": native,
@@ -1149,8 +1151,9 @@ class QuantumClient(Backend):
                       "read results of", "job", job_id)
 
     def results_summary(self, job):
-        """The counts or expectation values of a completed job (summarize_results); None otherwise."""
-        if job.get("phase") != "completed":
+        """The counts or expectation values of a completed job (summarize_results); None otherwise,
+        and for a private job, whose results the service serves once: they are left to its owner."""
+        if job.get("phase") != "completed" or job.get("private"):
             return None
         return summarize_results(self.results(job["job_id"], max_bitstrings=0))
 

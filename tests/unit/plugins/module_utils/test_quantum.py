@@ -760,6 +760,7 @@ def test_only_a_completed_job_has_a_results_summary(stub):
     client = stub.client()
     job_id = client.submit(spec())
     assert client.results_summary({"job_id": job_id, "phase": "failed"}) is None
+    assert client.results_summary({"job_id": job_id, "phase": "completed", "private": True}) is None
     stub.results[job_id] = json.dumps(primitive_result([{"meas": bit_array([3, 0, 3], 2)}]))
     summary = client.results_summary({"job_id": job_id, "phase": "completed"})
     assert summary["pubs"][0]["registers"]["meas"] == {"shots": 3, "outcomes": 2, "counts": {"11": 2, "00": 1}}
