@@ -155,21 +155,21 @@ def test_the_neutral_modules_run_quantum_jobs(stub):
 
 def test_job_info_reads_a_summary_of_the_results_of_finished_jobs_only(stub):
     # What the BridgeJob controller's poll asks for: one results request per completed job.
-    for identity in ("s-done", "s-queued", "s-private"):
+    for identity in ("s-done", "s-queued", "s-unreadable"):
         run(quantum_job, dict(CONNECTION, script=BELL, identity=identity, queue="ibm_kingston"))
     by_identity = dict((stub.jobs[job_id]["tags"][1][len("bridge:"):], job_id) for job_id in stub.jobs)
     stub.jobs[by_identity["s-done"]]["state"] = {"status": "Completed"}
     stub.results[by_identity["s-done"]] = json.dumps(primitive_result([{"meas": bit_array([3, 3, 0], 2)}]))
-    stub.jobs[by_identity["s-private"]]["state"] = {"status": "Completed"}
-    stub.results[by_identity["s-private"]] = "Traceback (most recent call last):\n  boom\n"
+    stub.jobs[by_identity["s-unreadable"]]["state"] = {"status": "Completed"}
+    stub.results[by_identity["s-unreadable"]] = "Traceback (most recent call last):\n  boom\n"
     before = len(stub.api_requests())
-    result = run(job_info, dict(CONNECTION, backend="quantum", identities=["s-done", "s-queued", "s-private"],
-                                 results_summary=True)).result
+    result = run(job_info, dict(CONNECTION, backend="quantum", identities=["s-done", "s-queued", "s-unreadable"],
+                                results_summary=True)).result
     found = result["jobs"]
     assert found["s-done"]["results_summary"] == {"pubs": [{"registers": {"meas": {
         "shots": 3, "outcomes": 2, "counts": {"11": 2, "00": 1}}}}], "truncated": False}
     assert "results_summary" not in found["s-queued"]
-    assert "results answered" in found["s-private"]["results_summary"]["error"]
+    assert "results answered" in found["s-unreadable"]["results_summary"]["error"]
     reads = [url for method, url in stub.api_requests()[before:] if url.endswith("/results")]
     assert len(reads) == 2
     assert no_secret_in(result)
