@@ -8,7 +8,7 @@ from bridge_controller.kube import Missing
 from bridge_controller.spec import backend_of
 
 # The parts of spec.backend the runner connects with; the credentials go apart, through the pipe.
-CONNECTION_FIELDS = ("type", "url", "api_version", "validate_certs")
+CONNECTION_FIELDS = ("type", "url", "api_version", "iam_url", "validate_certs")
 
 
 class Resolver:

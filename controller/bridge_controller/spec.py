@@ -67,6 +67,7 @@ def backend_of(obj):
         "type": backend.get("type"),
         "url": backend.get("url"),
         "api_version": backend.get("apiVersion"),
+        "iam_url": backend.get("iamUrl"),
         "validate_certs": backend.get("validateCerts", True),
         "secret": (backend.get("credentialsSecretRef") or {}).get("name"),
         "ca": backend.get("caConfigMapRef"),
@@ -79,7 +80,7 @@ def backend_key(obj):
     backend = backend_of(obj)
     ca = backend["ca"] or {}
     return (backend["namespace"], backend["type"], backend["url"], backend["secret"], backend["api_version"],
-            backend["validate_certs"], ca.get("name"), ca.get("key"))
+            backend["iam_url"], backend["validate_certs"], ca.get("name"), ca.get("key"))
 
 
 def poll_interval(obj):

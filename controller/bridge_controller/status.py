@@ -24,6 +24,8 @@ JOB_FIELDS = {
     "submit_time": "submitTime",
     "start_time": "startTime",
     "end_time": "endTime",
+    # A finished job's results in brief (bridge.hpc.job_info's results_summary), where its backend keeps results.
+    "results_summary": "results",
 }
 
 
@@ -88,8 +90,9 @@ def desired_status(current, generation, job=None, reachable=None, message=None, 
     conditions = set_condition(conditions, "Submitted", has_job, "Submitted" if has_job else reason,
                                "job %s" % status.get("jobId") if has_job else why, now, generation)
     conditions = set_condition(conditions, "Running", phase == "Running", phase, "", now, generation)
-    conditions = set_condition(conditions, "Succeeded", phase == "Completed", phase,
-                               "exit code %s" % status.get("exitCode") if phase == "Completed" else "", now, generation)
+    # A job without a process (a quantum primitive run) has no exit code to name.
+    succeeded_message = "exit code %s" % status["exitCode"] if phase == "Completed" and status.get("exitCode") is not None else ""
+    conditions = set_condition(conditions, "Succeeded", phase == "Completed", phase, succeeded_message, now, generation)
     failed_reason = status.get("failureClass") or "Failed"
     conditions = set_condition(conditions, "Failed", phase == "Failed", failed_reason if phase == "Failed" else phase,
                                status.get("reason") or "" if phase == "Failed" else "", now, generation)

@@ -29,4 +29,12 @@ options:
       - Seconds to wait for the work on O(handoff_pipe).
     type: int
     default: 900
+  credentials:
+    description:
+      - The backend's credentials as one dictionary of the connection options they set (C(user) and
+        C(token) for Slurm, C(token) for Ray, C(user) and C(password) for LSF, C(api_key) and
+        C(service_crn) for IBM Quantum); they replace the options of the same names, and other keys are refused.
+      - This lets one task serve every backend, as the C(playbooks/bridgejob_*.yml) playbooks run by hand do.
+        Every value in it is masked in the output. Credentials handed over through O(handoff_pipe) win.
+    type: dict
 """

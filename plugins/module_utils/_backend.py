@@ -231,6 +231,11 @@ class Backend(object):
         """Stop a queued or running job; a finished one is left as it is."""
         raise NotImplementedError
 
+    def results_summary(self, job):
+        """A small summary of a finished job's results for a BridgeJob's status (one request at
+        most), or None where the manager keeps no results of its own."""
+        return None
+
     def logs(self, job_id, tail_lines=None):
         """The job's output, where the manager keeps it (capability "logs")."""
         raise Unsupported("%s does not serve job output through its API" % self.TITLE, "read logs of", "job",

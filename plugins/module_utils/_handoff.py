@@ -26,6 +26,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKEN
 HANDOFF_OPTIONS = dict(
     handoff_pipe=dict(type="path"),
     handoff_timeout=dict(type="int", default=900),
+    credentials=dict(type="dict", no_log=True),
 )
 
 
@@ -69,6 +70,8 @@ def take_handoff(module, work):
     secret joins the values every module output is scrubbed of, as a no_log option's value does.
     """
     path = module.params.get("handoff_pipe")
+    if module.params.get("credentials"):
+        merge_document(module, module.params["credentials"], {}, "credentials", "credentials")
     if not path:
         return True
     if module.params.get("handoff_timeout") is None or module.params["handoff_timeout"] <= 0:
@@ -76,21 +79,31 @@ def take_handoff(module, work):
     document = read_handoff(path, module.params["handoff_timeout"])
     if document is None:
         return False
+    merge_document(module, document, work, "handoff_pipe", "the handed-over document")
+    return True
+
+
+def merge_document(module, document, work, field, what):
+    """Merge `document` (the keys of `work` and the credentials of the module's backend) into
+    module.params, its secrets scrubbed from all output; a SpecError on `field` names what is wrong.
+
+    The pipe and the `credentials` option (the playbooks run by hand) take the same keys, so that
+    one playbook serves every backend without naming any backend's credentials.
+    """
     backend = BACKENDS[module.params["backend"]]
     allowed = dict(work)
     allowed.update((key, str) for key in backend.CREDENTIALS)
     unknown = sorted(set(document) - set(allowed))
     if unknown:
-        raise SpecError("handoff_pipe", "unexpected keys %s in the handed-over document; allowed: %s"
-                        % (", ".join(unknown), ", ".join(sorted(allowed))))
+        raise SpecError(field, "unexpected keys %s in %s; allowed for %s: %s"
+                        % (", ".join(unknown), what, backend.NAME, ", ".join(sorted(allowed))))
     for key in backend.SECRETS:
         if document.get(key):
             module.no_log_values.add(document[key])
     for key, value in document.items():
         if value is not None and not isinstance(value, allowed[key]):
-            raise SpecError("handoff_pipe", "%s in the handed-over document must be a %s" % (key, allowed[key].__name__))
-    module.params.update(document)
-    return True
+            raise SpecError(field, "%s in %s must be a %s" % (key, what, allowed[key].__name__))
+    module.params.update((key, value) for key, value in document.items() if value is not None)
 
 
 def handoff_or_exit(module, work, idle_result):

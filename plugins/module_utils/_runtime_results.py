@@ -300,3 +300,52 @@ def decode_results(text, max_bitstrings=DEFAULT_MAX_BITSTRINGS):
             pubs.append({"data": _plain_data(pub.get("data"), max_bitstrings), "metadata": pub.get("metadata")})
         return {"format": "json", "pubs": pubs, "metadata": body.get("metadata")}
     raise ValueError("neither a PrimitiveResult nor a results list")
+
+
+# Bounds of a results summary, which a BridgeJob's status holds: a status stays small.
+SUMMARY_PUBS = 16
+SUMMARY_OUTCOMES = 16
+SUMMARY_VALUES = 64
+SUMMARY_REGISTERS = 16
+
+
+def _flat(value):
+    if isinstance(value, list):
+        return [number for item in value for number in _flat(item)]
+    return [value]
+
+
+def _shape(value):
+    shape = []
+    while isinstance(value, list):
+        shape.append(len(value))
+        value = value[0] if value else None
+    return shape
+
+
+def summarize_results(results, outcomes=SUMMARY_OUTCOMES, pubs=SUMMARY_PUBS, values=SUMMARY_VALUES):
+    """A bounded summary of decode_results' plain data, per PUB: each sampler register's shots and
+    its `outcomes` most frequent bitstrings with their counts (ties by bitstring), or an estimator's
+    expectation values and standard deviations, flattened in C order, with their shape. `truncated`
+    says whether anything was left out (PUBs past `pubs`, registers, outcomes, values past `values`)."""
+    summary, truncated = [], len(results["pubs"]) > pubs
+    for pub in results["pubs"][:pubs]:
+        data = pub.get("data") or {}
+        entry = {}
+        registers = sorted((name, field) for name, field in data.items() if isinstance(field, dict) and "counts" in field)
+        truncated = truncated or len(registers) > SUMMARY_REGISTERS
+        if registers:
+            entry["registers"] = {}
+            for name, field in registers[:SUMMARY_REGISTERS]:
+                ranked = sorted(field["counts"].items(), key=lambda item: (-item[1], item[0]))
+                truncated = truncated or len(ranked) > outcomes
+                entry["registers"][name] = {"shots": field["shots"], "outcomes": len(ranked),
+                                            "counts": dict(ranked[:outcomes])}
+        for name in ("evs", "stds"):
+            if name in data:
+                flat = _flat(data[name])
+                truncated = truncated or len(flat) > values
+                entry[name] = flat[:values]
+                entry["shape"] = _shape(data[name])
+        summary.append(entry)
+    return {"pubs": summary, "truncated": truncated}

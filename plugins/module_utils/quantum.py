@@ -38,7 +38,11 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     newest_by_identity,
     select,
 )
-from ansible_collections.bridge.hpc.plugins.module_utils._runtime_results import DEFAULT_MAX_BITSTRINGS, decode_results
+from ansible_collections.bridge.hpc.plugins.module_utils._runtime_results import (
+    DEFAULT_MAX_BITSTRINGS,
+    decode_results,
+    summarize_results,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
     BridgeError,
@@ -512,6 +516,8 @@ def normalize_job(native):
         "device": _string(native.get("backend"), "backend"),
         "primitive": program.get("id"),
         "session_id": native.get("session_id"),
+        # The service serves a private job's results once (IBM: "private" in JobResponse).
+        "private": native.get("private") is True,
         "tags": tags,
         "quantum_seconds": usage.get("quantum_seconds"),
         "native": native,
@@ -1194,6 +1200,13 @@ class QuantumClient(Backend):
         endpoint = "GET /jobs/%s/results" % job_id
         return decode(lambda body: decode_results(body, max_bitstrings), text, endpoint, MANAGER, self.url,
                       "read results of", "job", job_id)
+
+    def results_summary(self, job):
+        """The counts or expectation values of a completed job (summarize_results); None otherwise,
+        and for a private job, whose results the service serves once: they are left to its owner."""
+        if job.get("phase") != "completed" or job.get("private"):
+            return None
+        return summarize_results(self.results(job["job_id"], max_bitstrings=0))
 
     def metrics(self, job_id):
         """GET /jobs/{id}/metrics: timestamps and usage (usage.status stays pending until the job is final)."""

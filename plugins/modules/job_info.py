@@ -40,6 +40,18 @@ options:
       - Keep the raw job objects under C(native).
     type: bool
     default: false
+  results_summary:
+    description:
+      - Also read a small summary of the results of every finished job found, under C(results_summary)
+        in the job, where the backend keeps results (IBM Quantum; one request per completed job). The
+        BridgeJob controller asks for it and stops polling a job once it is finished, so it reads a
+        job's results once.
+      - For IBM Quantum, per PUB, each sampler register's shots, number of distinct outcomes and its 16 most
+        frequent outcomes with their counts, or an estimator's expectation values C(evs) and standard
+        deviations C(stds) (at most 64 each, flattened) with their C(shape); C(truncated) says whether
+        anything was left out. When the results cannot be read, C(results_summary) holds C(error) instead.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -69,7 +81,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 jobs:
-  description: The jobs found, by identity, normalized.
+  description: The jobs found, by identity, normalized; with O(results_summary=true), a finished job's C(results_summary).
   returned: always
   type: dict
   sample: {"sweep-lr-0.1": {"job_id": "41", "phase": "running"}}
@@ -89,6 +101,7 @@ requests:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._handoff import HANDOFF_OPTIONS, handoff_or_exit
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import read_many
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     any_backend_options,
@@ -99,10 +112,27 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
 )
 
 
+def add_results_summary(client, job):
+    """The summary of a finished job's results, or the error that kept it from being read: one job's
+    results that cannot be read (a private job's results are served once) must not fail the poll of
+    every other job."""
+    if not job.get("terminal"):
+        return
+    try:
+        summary = client.results_summary(job)
+    except BridgeError as exc:
+        summary = {"error": str(exc)[:1000]}
+    if summary is not None:
+        job["results_summary"] = summary
+
+
 def read_jobs(module, client):
     found, missing = read_many(client, module.params["identities"])
     if not module.params["include_native"]:
         found = dict(zip(found, without_native(list(found.values()))))
+    if module.params["results_summary"]:
+        for job in found.values():
+            add_results_summary(client, job)
     exit_with(module, client, {"changed": False, "jobs": found, "missing": missing, "requests": client.requests_sent})
 
 
@@ -111,6 +141,7 @@ def main():
     options.update(
         identities=dict(type="list", elements="str"),
         include_native=dict(type="bool", default=False),
+        results_summary=dict(type="bool", default=False),
     )
     options.update(HANDOFF_OPTIONS)
     module = AnsibleModule(argument_spec=options, supports_check_mode=True, required_one_of=[("identities", "handoff_pipe")],

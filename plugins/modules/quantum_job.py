@@ -242,6 +242,9 @@ job:
     session_id:
       description: The session or batch the job belongs to.
       type: str
+    private:
+      description: Whether the job is private; the service serves its results once.
+      type: bool
     tags:
       description: The job's tags.
       type: list

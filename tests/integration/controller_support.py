@@ -22,16 +22,32 @@ def free_port():
 
 
 def install_crd(api_client, attempts=100):
-    """Create deploy/crd.yaml (an existing one is kept) and wait, up to attempts tenths of a
-    second, until the apiserver serves it (Established)."""
-    from kubernetes import client, utils
+    """Create deploy/crd.yaml, or replace the one there with it, and wait, up to attempts tenths of
+    a second, until the apiserver serves it (Established).
 
-    try:
-        utils.create_from_yaml(api_client, os.path.join(REPO, "deploy", "crd.yaml"))
-    except utils.FailToCreateError as exc:
-        if not all(e.status == 409 for e in exc.api_exceptions):
-            raise
+    Replaced, not kept: the apiserver is shared by every work tree, and one tree's CRD prunes the
+    fields another tree's adds (an older CRD would drop spec.backend.iamUrl and status.results)."""
+    import yaml
+    from kubernetes import client
+
+    with open(os.path.join(REPO, "deploy", "crd.yaml")) as handle:
+        body = yaml.safe_load(handle)
     extensions = client.ApiextensionsV1Api(api_client)
+    for attempt in range(5):
+        try:
+            extensions.create_custom_resource_definition(body)
+            break
+        except client.exceptions.ApiException as exc:
+            if exc.status != 409:
+                raise
+        current = extensions.read_custom_resource_definition(body["metadata"]["name"])
+        body["metadata"]["resourceVersion"] = current.metadata.resource_version
+        try:
+            extensions.replace_custom_resource_definition(body["metadata"]["name"], body)
+            break
+        except client.exceptions.ApiException as exc:
+            if exc.status != 409 or attempt == 4:
+                raise
     for _attempt in range(attempts):
         crd = extensions.read_custom_resource_definition("bridgejobs.bridge.dev")
         if any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or [])):

@@ -1,4 +1,4 @@
-"""The controller end to end on what test_controller_e2e.py leaves out: Ray, LSF, scriptFrom, the samples.
+"""The controller end to end on what test_controller_e2e.py leaves out: Ray, LSF, IBM Quantum, scriptFrom, the samples.
 
 A real kube-apiserver, real Ray (tools/ray-cluster.sh), real Slurm 22.05 and the LSF Application
 Center simulator (tools/lsf-pac.sh), one controller process for the module. Covered: Ray and LSF
@@ -7,8 +7,12 @@ code, delete while running -> the job stopped (Ray STOPPED, LSF killed) and the 
 every job submitted once and every poll one list request (the simulator's access log);
 spec.scriptFrom.configMapKeyRef on Slurm -> Completed; a CR naming a ConfigMap (or key)
 that is not there waits with a Submitted condition naming it, and runs once the ConfigMap is
-created; deploy/samples/{slurm,ray,lsf}.yaml with the local URLs and credentials filled in run to
-Completed. No token in any status, event, controller log or runner file.
+created; deploy/samples/{slurm,ray,lsf,quantum}.yaml with the local URLs and credentials filled in run to
+Completed. On IBM Quantum (tools/quantum-runtime.sh, spec.backend.iamUrl at its IAM): a sampler Bell
+pair -> Completed with its counts in status.results, an estimator -> Completed with expectation
+values, a paused device -> Failed rejected, delete of a Queued job -> cancelled at the service and the
+CR released; every job submitted once, polls by the job list, each completed job's results read
+once. No token, password or API key in any status, event, controller log or runner file.
 
 The controller watches all namespaces but only BridgeJobs labelled with this module's run id
 (--selector), so CRs of other runs sharing the apiserver are left alone; each test has its own
@@ -24,7 +28,7 @@ import uuid
 
 import pytest
 
-from conftest import REPO, RUN, lsf_env, ray_env, require_lsf, require_ray, require_slurm, slurm_env
+from conftest import REPO, RUN, lsf_env, quantum_env, ray_env, require_lsf, require_quantum, require_ray, require_slurm, slurm_env
 from test_controller_e2e import GROUP, PLURAL, VERSION, free_port, kube, wait_for  # noqa: F401 pylint: disable=unused-import
 from test_crd import manifests
 
@@ -76,7 +80,7 @@ def controller(kube, tmp_path_factory):
 def secrets():
     """Every token and password the tests may hand the controller."""
     found = [(slurm_env("22.05") or {}).get("SLURM_JWT"), (ray_env() or {}).get("RAY_TOKEN"),
-             (lsf_env() or {}).get("LSF_PASSWORD")]
+             (lsf_env() or {}).get("LSF_PASSWORD"), (quantum_env() or {}).get("QUANTUM_API_KEY")]
     return [value for value in found if value]
 
 
@@ -109,6 +113,9 @@ class Namespace:
         spec.update(backend=backend, pollInterval=2)
         return self.create({"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "BridgeJob",
                             "metadata": {"name": name}, "spec": spec})
+
+    def read_status_job_id(self, name):
+        return self.read(name)["status"]["jobId"]
 
     def read(self, name):
         return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.name, PLURAL, name)
@@ -157,11 +164,19 @@ def lsf_client(lsf):
     return LsfClient(lsf["LSF_PAC_URL"], user=lsf["LSF_USER"], password=lsf["LSF_PASSWORD"])
 
 
-class AccessLog:
-    """The LSF simulator's access log ("time METHOD path status" lines) from now on."""
+def quantum_client(quantum):
+    sys.path.insert(0, os.path.join(RUN, "collections"))
+    from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient
 
-    def __init__(self):
-        self.path = os.path.join(RUN, "lsf", "log", "access.log")
+    return QuantumClient(quantum["QUANTUM_URL"], api_key=quantum["QUANTUM_API_KEY"],
+                         service_crn=quantum["QUANTUM_SERVICE_CRN"], iam_url=quantum["QUANTUM_IAM_URL"])
+
+
+class AccessLog:
+    """A simulator's access log ("time METHOD path status" lines) from now on: lsf or quantum."""
+
+    def __init__(self, service="lsf"):
+        self.path = os.path.join(RUN, service, "log", "access.log")
         self.start = os.path.getsize(self.path) if os.path.exists(self.path) else 0
 
     def requests(self):
@@ -233,6 +248,67 @@ def test_lsf_bridgejobs_complete_fail_are_killed_on_delete_submit_once_and_poll_
     namespace.assert_no_secret(("ok", "exit3"))
 
 
+# A Bell pair in the ISA of the simulator's fake Falcon devices (basis cx, id, rz, sx, x): H on $0 is
+# rz sx rz. Without measurements for the estimator, whose observables measure.
+BELL_STATE = "OPENQASM 3.0;\ninclude \"stdgates.inc\";\nrz(pi/2) $0;\nsx $0;\nrz(pi/2) $0;\ncx $0, $1;\n"
+BELL = BELL_STATE.replace("include \"stdgates.inc\";\n", "include \"stdgates.inc\";\nbit[2] c;\n") + \
+    "c[0] = measure $0;\nc[1] = measure $1;\n"
+
+
+def test_quantum_bridgejobs_complete_with_results_fail_are_cancelled_on_delete_submit_once_and_poll_by_list(controller):
+    quantum = require_quantum()
+    namespace = Namespace(controller, "e2e-quantum")
+    namespace.secret("quantum", {"apiKey": quantum["QUANTUM_API_KEY"], "serviceCrn": quantum["QUANTUM_SERVICE_CRN"]})
+    backend = {"type": "quantum", "url": quantum["QUANTUM_URL"], "iamUrl": quantum["QUANTUM_IAM_URL"],
+               "credentialsSecretRef": {"name": "quantum"}}
+    access = AccessLog("quantum")
+    namespace.bridgejob("bell", backend, script=BELL, queue="ibm_manila", backendOptions={"quantum": {"shots": 1000}})
+    namespace.bridgejob("zz", backend, script=BELL_STATE, queue="ibm_manila", backendOptions={"quantum": {
+        "primitive": "estimator", "precision": 0.05, "pubs": [{"observables": {"ZZ": 1.0}}, {"observables": ["IZ", "XX"]}]}})
+    # ibm_lima is paused: the check before submitting refuses it, naming the device.
+    namespace.bridgejob("paused", backend, script=BELL, queue="ibm_lima")
+    # One job at a time per device: 16 x 100000 shots hold ibm_nairobi about 80 s, and a job behind
+    # them stays Queued.
+    namespace.bridgejob("blocker", backend, script=BELL, queue="ibm_nairobi",
+                        backendOptions={"quantum": {"pubs": [{"shots": 100000}] * 16}})
+    blocker_id = namespace.wait_phase("blocker", "Running")["status"]["jobId"]
+    namespace.bridgejob("waiting", backend, script=BELL, queue="ibm_nairobi")
+    waiting_id = namespace.wait_phase("waiting", "Queued")["status"]["jobId"]
+    assert waiting_id, "a Queued CR has its job id from the submit"
+
+    done = namespace.wait_phase("bell", "Completed")
+    assert done["status"]["jobId"] and done["status"]["nativeState"] == "Completed"
+    meas = done["status"]["results"]["pubs"][0]["registers"]["c"]
+    assert meas["shots"] == 1000 and sum(meas["counts"].values()) == 1000 and meas["outcomes"] <= 4
+    # A Bell pair: 00 and 11, up to the fake device's noise.
+    assert meas["counts"].get("00", 0) + meas["counts"].get("11", 0) > 800, meas
+    assert done["status"]["results"]["truncated"] is False
+    estimated = namespace.wait_phase("zz", "Completed")["status"]["results"]["pubs"]
+    assert len(estimated) == 2 and estimated[0]["evs"][0] > 0.5 and len(estimated[1]["evs"]) == 2, estimated
+    assert estimated[1]["shape"] == [2] and all(std >= 0 for std in estimated[1]["stds"])
+    refused = namespace.wait_phase("paused", "Failed")
+    assert refused["status"]["failureClass"] == "rejected" and "not operational" in refused["status"]["message"], refused["status"]
+
+    namespace.delete_and_wait_gone("waiting")
+    namespace.delete_and_wait_gone("blocker")
+    requests = access.requests()
+    client = quantum_client(quantum)
+    assert client.get(waiting_id)["phase"] == "cancelled"
+    assert client.get(blocker_id)["phase"] == "cancelled"
+
+    # Never submitted twice (the paused device's job not at all); polled with the instance's job
+    # list by tag, never job by job; each completed job's results read once.
+    assert requests.count(["POST", "/api/v1/jobs"]) == 4, requests
+    assert not [path for method, path in requests if method == "GET" and path.startswith("/api/v1/jobs/")
+                and path.count("/") == 4], requests
+    assert ["GET", "/api/v1/jobs"] in requests
+    results = [path for method, path in requests if method == "GET" and path.endswith("/results")]
+    assert sorted(results) == sorted("/api/v1/jobs/%s/results" % namespace.read_status_job_id(name)
+                                     for name in ("bell", "zz")), requests
+    assert ["POST", "/api/v1/jobs/%s/cancel" % waiting_id] in requests
+    namespace.assert_no_secret(("bell", "zz", "paused"))
+
+
 def test_slurm_script_from_config_map_and_one_that_is_not_there_yet(controller):
     slurm = require_slurm("22.05")
     namespace = Namespace(controller, "e2e-cm")
@@ -270,7 +346,7 @@ def sample(name):
 
 
 def test_the_samples_run_with_the_local_urls_and_credentials(controller):
-    slurm, ray, lsf = require_slurm("22.05"), require_ray(), require_lsf()
+    slurm, ray, lsf, quantum = require_slurm("22.05"), require_ray(), require_lsf(), require_quantum()
     namespace = Namespace(controller, "e2e-samples")
 
     secret, job = sample("slurm.yaml")
@@ -294,9 +370,22 @@ def test_the_samples_run_with_the_local_urls_and_credentials(controller):
     namespace.core.create_namespaced_secret(namespace.name, secret)
     namespace.create(job)
 
-    names = [sample(name)[1]["metadata"]["name"] for name in ("slurm.yaml", "ray.yaml", "lsf.yaml")]
+    secret, job = sample("quantum.yaml")
+    secret["stringData"].update(apiKey=quantum["QUANTUM_API_KEY"], serviceCrn=quantum["QUANTUM_SERVICE_CRN"])
+    job["spec"]["backend"].update(url=quantum["QUANTUM_URL"], iamUrl=quantum["QUANTUM_IAM_URL"])
+    # The sample's circuit is in the ISA of a Heron device (cz); the simulator's fake devices are
+    # Falcons (cx), so the local run takes the same Bell pair in their ISA.
+    job["spec"].update(queue="ibm_manila", script=BELL)
+    namespace.core.create_namespaced_secret(namespace.name, secret)
+    namespace.create(job)
+
+    names = [sample(name)[1]["metadata"]["name"] for name in ("slurm.yaml", "ray.yaml", "lsf.yaml", "quantum.yaml")]
     for name in names:
         done = wait_for(lambda name=name: namespace.read(name), lambda o: phase_of(o) in ("Completed", "Failed"))
         assert phase_of(done) == "Completed", done.get("status")
-        assert done["status"]["exitCode"] == 0
+        if name == "bell-quantum":
+            # A primitive run has no exit code; its counts are its outcome.
+            assert sum(done["status"]["results"]["pubs"][0]["registers"]["c"]["counts"].values()) == 1000
+        else:
+            assert done["status"]["exitCode"] == 0
     namespace.assert_no_secret(names)

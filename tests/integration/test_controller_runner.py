@@ -1,18 +1,22 @@
 """The controller's AnsibleRunner against real Slurm: batch submit, one-request poll, cancel.
 
-Also proves the credentials never reach the runner's directory (inputs, artifacts, events).
+Also proves the credentials never reach the runner's directory (inputs, artifacts, events), and
+that the same playbooks run by hand take any backend's credentials as one `credentials` variable
+(IBM Quantum with its iam_url, LSF).
 """
 
+import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 
-from conftest import REPO, RUN, require_slurm
+from conftest import REPO, RUN, require_lsf, require_quantum, require_slurm
 
 sys.path.insert(0, os.path.join(REPO, "controller"))
 
-from bridge_controller.runner import AnsibleRunner  # noqa: E402  pylint: disable=wrong-import-position
+from bridge_controller.runner import AnsibleRunner, module_result  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def test_batch_submit_poll_cancel_through_ansible_runner(tmp_path, monkeypatch):
@@ -45,3 +49,62 @@ def test_batch_submit_poll_cancel_through_ansible_runner(tmp_path, monkeypatch):
     assert leaks.stdout == "", "the token reached the runner directory: %s" % leaks.stdout
     runner.close()
     assert not os.listdir(runner.pipe_dir), "every pipe is removed once its playbook ended"
+
+
+def by_hand(tmp_path, action, extra_vars, secret):
+    """The result of the one task of playbooks/bridgejob_<action>.yml run by ansible-runner with the
+    extra vars a user passes by hand (no BRIDGE_HANDOFF), the output checked for `secret`."""
+    import ansible_runner
+
+    envvars = {"ANSIBLE_COLLECTIONS_PATH": os.path.join(RUN, "collections"), "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+               "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0"}
+    # Emptied, so that only `credentials` can set them (a module option falls back to these).
+    envvars.update(dict.fromkeys(("QUANTUM_API_KEY", "QUANTUM_SERVICE_CRN", "LSF_USER", "LSF_PASSWORD"), ""))
+    private_data_dir = tmp_path / uuid.uuid4().hex[:8]
+    private_data_dir.mkdir()
+    runner = ansible_runner.run(private_data_dir=str(private_data_dir), project_dir=os.path.join(REPO, "playbooks"),
+                                playbook="bridgejob_%s.yml" % action, inventory="localhost ansible_connection=local",
+                                extravars=extra_vars, envvars=envvars, quiet=True)
+    output = runner.stdout.read()
+    assert secret not in output
+    result = module_result(runner.events)
+    assert runner.rc == 0 and result is not None, output[-4000:]
+    assert secret not in json.dumps(result)
+    return result
+
+
+def test_the_playbooks_by_hand_take_a_quantum_backends_credentials_and_iam_url(tmp_path):
+    quantum = require_quantum()
+    identity = "by-hand-%s" % uuid.uuid4().hex[:8]
+    connection = {"backend": {"type": "quantum", "url": quantum["QUANTUM_URL"], "iam_url": quantum["QUANTUM_IAM_URL"]},
+                  "credentials": {"api_key": quantum["QUANTUM_API_KEY"], "service_crn": quantum["QUANTUM_SERVICE_CRN"]}}
+    bell = ("OPENQASM 3.0;\ninclude \"stdgates.inc\";\nbit[2] c;\nrz(pi/2) $0;\nsx $0;\nrz(pi/2) $0;\ncx $0, $1;\n"
+            "c[0] = measure $0;\nc[1] = measure $1;\n")
+    job = {"identity": identity, "script": bell, "queue": "ibm_manila", "backend_options": {"quantum": {"shots": 200}}}
+    submitted = by_hand(tmp_path, "submit", dict(connection, jobs=[job]), quantum["QUANTUM_API_KEY"])
+    assert submitted["results"][0]["changed"] is True and submitted["failed_count"] == 0, submitted
+    deadline = time.monotonic() + 120
+    while True:
+        polled = by_hand(tmp_path, "poll", dict(connection, identities=[identity]), quantum["QUANTUM_API_KEY"])
+        found = polled["jobs"][identity]
+        if found["terminal"] or time.monotonic() > deadline:
+            break
+    assert found["phase"] == "completed", found
+    assert sum(found["results_summary"]["pubs"][0]["registers"]["c"]["counts"].values()) == 200
+    cancelled = by_hand(tmp_path, "cancel", dict(connection, jobs=[{"identity": identity}]), quantum["QUANTUM_API_KEY"])
+    assert cancelled["results"][0]["changed"] is False, cancelled
+
+
+def test_the_playbooks_by_hand_take_an_lsf_backends_user_and_password(tmp_path):
+    lsf = require_lsf()
+    identity = "by-hand-%s" % uuid.uuid4().hex[:8]
+    connection = {"backend": {"type": "lsf", "url": lsf["LSF_PAC_URL"]},
+                  "credentials": {"user": lsf["LSF_USER"], "password": lsf["LSF_PASSWORD"]}}
+    job = {"identity": identity, "script": "#!/bin/bash\nsleep 300\n", "queue": "normal"}
+    submitted = by_hand(tmp_path, "submit", dict(connection, jobs=[job]), lsf["LSF_PASSWORD"])
+    assert submitted["results"][0]["changed"] is True and submitted["failed_count"] == 0, submitted
+    polled = by_hand(tmp_path, "poll", dict(connection, identities=[identity]), lsf["LSF_PASSWORD"])
+    assert polled["jobs"][identity]["job_id"] == submitted["results"][0]["job"]["job_id"]
+    assert "results_summary" not in polled["jobs"][identity]
+    cancelled = by_hand(tmp_path, "cancel", dict(connection, jobs=[{"identity": identity}]), lsf["LSF_PASSWORD"])
+    assert cancelled["results"][0]["changed"] is True and cancelled["results"][0]["job"]["phase"] == "cancelled", cancelled

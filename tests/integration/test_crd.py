@@ -29,6 +29,7 @@ CONTROLLER_NAMESPACE = "bridge-system"
 CONTROLLER_ACCOUNT = "bridge-controller"
 INVALID_SAMPLES = sorted(glob.glob(os.path.join(DEPLOY, "samples", "invalid", "*.yaml")))
 MUTABLE_SPEC_FIELDS = ("cancel", "pollInterval")
+SAMPLES = ("slurm.yaml", "ray.yaml", "lsf.yaml", "quantum.yaml")
 
 
 def load_all(path):
@@ -174,7 +175,7 @@ def namespace(deployed):
     core = client.CoreV1Api(deployed)
     name = "bridge-crd-%s" % uuid.uuid4().hex[:8]
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"bridge.dev/test": "crd"})))
-    for sample_file in ("slurm.yaml", "ray.yaml", "lsf.yaml"):
+    for sample_file in SAMPLES:
         secret = sample(sample_file, "Secret")
         core.create_namespaced_secret(name, secret)
     objects = client.CustomObjectsApi(deployed)
@@ -254,7 +255,7 @@ def test_list_as_table_serves_the_printer_columns(deployed, namespace, objects):
 
 # ------------------------------------------------------------------ admission
 
-@pytest.mark.parametrize("sample_file", ["slurm.yaml", "ray.yaml", "lsf.yaml"])
+@pytest.mark.parametrize("sample_file", SAMPLES)
 def test_samples_are_accepted_with_defaults_filled_in(objects, namespace, sample_file):
     created = create(objects, namespace, sample(sample_file, "BridgeJob"))
     spec = created["spec"]
@@ -330,6 +331,41 @@ def test_ray_backend_takes_no_slurm_api_version(objects, namespace):
     body["spec"]["backend"]["apiVersion"] = "v0.0.42"
     status, message, fields = rejection(create, objects, namespace, body, dry_run="All")
     assert status == 422 and "spec.backend.apiVersion" in fields, message
+
+
+@pytest.mark.parametrize("sample_file, iam_url, outcome", [
+    ("quantum.yaml", "https://iam.test.cloud.ibm.com", None),
+    ("quantum.yaml", "http://127.0.0.1:8290", None),
+    ("quantum.yaml", "iam.cloud.ibm.com", ("spec.backend.iamUrl", "'iam.cloud.ibm.com' is not an http:// or https:// URL")),
+    ("quantum.yaml", "https://" + "i" * 2048, ("spec.backend.iamUrl", "Too long")),
+    ("slurm.yaml", "https://iam.cloud.ibm.com", ("spec.backend.iamUrl", "only applies to backend.type quantum")),
+], ids=["quantum-https", "quantum-http", "quantum-no-scheme", "quantum-too-long", "slurm"])
+def test_iam_url_is_a_url_for_quantum_only(objects, namespace, sample_file, iam_url, outcome):
+    body = sample(sample_file, "BridgeJob")
+    body["metadata"]["name"] = "iam-url"
+    body["spec"]["backend"]["iamUrl"] = iam_url
+    if outcome is None:
+        assert create(objects, namespace, body, dry_run="All")["spec"]["backend"]["iamUrl"] == iam_url
+        return
+    status, message, fields = rejection(create, objects, namespace, body, dry_run="All")
+    assert status == 422 and outcome[0] in fields, message
+    assert outcome[1] in message, message
+
+
+def test_status_results_hold_counts_or_expectation_values_and_stay_small(objects, namespace):
+    job = fresh_job(objects, namespace, "results")
+    name = job["metadata"]["name"]
+    results = {"pubs": [{"registers": {"meas": {"shots": 1000, "outcomes": 2, "counts": {"00": 507, "11": 493}}}},
+                        {"evs": [0.98, -0.01], "stds": [0.01, 0.02], "shape": [2]}], "truncated": False}
+    written = objects.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name,
+                                                            {"status": {"phase": "Completed", "results": results}})
+    assert written["status"]["results"] == results
+    too_many = dict(("%05d" % n, 1) for n in range(17))
+    for bad, field in (({"pubs": [{"registers": {"meas": {"counts": too_many}}}]}, "status.results.pubs[0].registers.meas.counts"),
+                       ({"pubs": [{"evs": ["high"]}]}, "status.results.pubs[0].evs[0]")):
+        code, message, fields = rejection(objects.patch_namespaced_custom_object_status, GROUP, VERSION, namespace, PLURAL,
+                                          name, {"status": {"results": bad}})
+        assert code == 422 and field in fields, message
 
 
 # ------------------------------------------------------------------ updates

@@ -66,6 +66,9 @@ def test_the_crds_per_backend_rules_name_registered_backends_with_what_they_decl
     # apiVersion is the version of the manager's API, for backends that speak several.
     assert named_backends(rule_about("apiVersion")) == set(
         name for name, backend in BACKENDS.items() if "api_versions" in backend.CAPABILITIES)
+    # iamUrl is the connection option iam_url, for the backends that declare it.
+    assert named_backends(rule_about("iamUrl")) == set(
+        name for name, backend in BACKENDS.items() if "iam_url" in backend.connection_options())
     # A backend that must have a Secret must have keys to put in it.
     assert all(BACKENDS[name].CREDENTIALS for name in named_backends(rule_about("credentialsSecretRef")))
 

@@ -141,3 +141,24 @@ def test_fields_that_become_unknown_are_deleted_by_the_patch():
     desired = {"phase": "Running", "jobId": "4"}
     assert status_patch(current, desired) == {"status": {"phase": "Running", "jobId": "4", "reason": None}}
     assert None not in desired_status({}, 1, job=JOB, now="T1").values()
+
+
+def test_a_quantum_backends_iam_url_reaches_the_connection_and_splits_batches():
+    from bridge_controller.resolver import Resolver
+
+    backend = {"type": "quantum", "url": "https://q/api/v1", "credentialsSecretRef": {"name": "creds"}}
+    plain = bridgejob({"backend": backend})
+    private = bridgejob({"backend": dict(backend, iamUrl="https://iam.internal")})
+    assert Resolver(None).connection(private) == {"type": "quantum", "url": "https://q/api/v1", "api_version": None,
+                                                  "iam_url": "https://iam.internal", "validate_certs": True}
+    assert Resolver(None).connection(plain)["iam_url"] is None
+    assert backend_key(private) != backend_key(plain)
+
+
+def test_a_finished_jobs_results_summary_becomes_status_results():
+    summary = {"pubs": [{"registers": {"meas": {"shots": 100, "outcomes": 2, "counts": {"00": 52, "11": 48}}}}],
+               "truncated": False}
+    done = desired_status({}, 1, job=dict(JOB, phase="completed", exit_code=None, results_summary=summary), now="T1")
+    assert done["results"] == summary and done["phase"] == "Completed"
+    succeeded = [c for c in done["conditions"] if c["type"] == "Succeeded"][0]
+    assert succeeded["status"] == "True" and succeeded["message"] == ""

@@ -44,12 +44,12 @@ def test_the_document_replaces_the_options_and_its_token_is_scrubbed(tmp_path):
 
 def test_the_credentials_handed_over_are_those_of_the_backend(tmp_path):
     # Ray authenticates with a token alone: a user name for it is a mistake of the sender.
-    with pytest.raises(SpecError, match="unexpected keys user in the handed-over document; allowed: jobs, token$"):
+    with pytest.raises(SpecError, match="unexpected keys user in the handed-over document; allowed for ray: jobs, token$"):
         handed(tmp_path, {"user": "alice", "token": "s3cret"}, ALLOWED, backend="ray")
 
 
 def test_unknown_keys_and_wrong_types_are_refused_naming_them(tmp_path):
-    with pytest.raises(SpecError, match="unexpected keys password in the handed-over document; allowed: jobs, token, user"):
+    with pytest.raises(SpecError, match="unexpected keys password in the handed-over document; allowed for slurm: jobs, token, user"):
         handed(tmp_path, {"password": "x"}, ALLOWED)
     with pytest.raises(SpecError, match="jobs in the handed-over document must be a list"):
         handed(tmp_path, {"jobs": "all"}, ALLOWED)
@@ -65,3 +65,35 @@ def test_the_timeout_must_be_positive(tmp_path):
     module.params["handoff_timeout"] = 0
     with pytest.raises(SpecError, match="handoff_timeout"):
         take_handoff(module, ALLOWED)
+
+
+def test_the_credentials_option_sets_the_backends_credentials_and_scrubs_its_secrets():
+    # The playbooks run by hand pass one `credentials` dict whatever the backend.
+    module = Module(handoff_pipe=None, backend="quantum", credentials={"api_key": "k3y", "service_crn": "crn:v1:x"})
+    assert take_handoff(module, ALLOWED) is True
+    assert module.params["api_key"] == "k3y" and module.params["service_crn"] == "crn:v1:x"
+    assert module.no_log_values == {"k3y"}
+
+
+def test_the_credentials_option_refuses_another_backends_keys():
+    module = Module(handoff_pipe=None, backend="lsf", credentials={"user": "lsfadmin", "token": "t"})
+    with pytest.raises(SpecError, match="credentials: unexpected keys token in credentials; allowed for lsf: password, user$"):
+        take_handoff(module, ALLOWED)
+
+
+def test_credentials_handed_over_win_over_the_option(tmp_path):
+    pipe = str(tmp_path / uuid.uuid4().hex)
+    os.mkfifo(pipe, 0o600)
+    module = Module(handoff_pipe=pipe, backend="ray", jobs=None, credentials={"token": "old"})
+
+    def write():
+        with open(pipe, "w") as handle:
+            handle.write(json.dumps({"token": "new"}))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert take_handoff(module, ALLOWED) is True
+    finally:
+        writer.join()
+    assert module.params["token"] == "new" and module.no_log_values == {"old", "new"}

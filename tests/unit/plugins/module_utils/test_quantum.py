@@ -730,3 +730,37 @@ def test_cancel_and_a_wrong_key_recorded_from_the_simulator(stub):
     stub.fail_next.append(("POST", "/identity/token", replayed("token_bad_key")))
     with pytest.raises(AuthFailed, match="Provided API key could not be found"):
         stub.client().devices()
+
+
+def test_a_results_summary_keeps_the_most_frequent_outcomes_and_bounded_values():
+    counts = dict((format(n, "05b"), n + 1) for n in range(20))
+    sampler = {"pubs": [{"data": {"meas": {"num_bits": 5, "shape": [], "shots": 210, "counts": counts}}}]}
+    summary = _runtime_results.summarize_results(sampler, outcomes=3)
+    assert summary == {"pubs": [{"registers": {"meas": {"shots": 210, "outcomes": 20,
+                                                        "counts": {"10011": 20, "10010": 19, "10001": 18}}}}],
+                       "truncated": True}
+    estimator = {"pubs": [{"data": {"evs": [[0.5, -0.25], [1.0, 0.0]], "stds": [[0.1, 0.1], [0.0, 0.2]]}},
+                          {"data": {"evs": 0.75, "stds": 0.01}}]}
+    summary = _runtime_results.summarize_results(estimator, values=3)
+    assert summary["pubs"] == [{"evs": [0.5, -0.25, 1.0], "stds": [0.1, 0.1, 0.0], "shape": [2, 2]},
+                               {"evs": [0.75], "stds": [0.01], "shape": []}]
+    assert summary["truncated"] is True
+    first = _runtime_results.summarize_results(estimator, pubs=1)
+    assert first["pubs"] == [{"evs": [0.5, -0.25, 1.0, 0.0], "stds": [0.1, 0.1, 0.0, 0.2], "shape": [2, 2]}]
+    assert first["truncated"] is True
+
+
+def test_a_results_summary_of_what_qiskit_ibm_runtime_encoded():
+    decoded = decode_results(recorded("quantum", "runtime_encoder", "results_estimator_qiskit")["body"], max_bitstrings=0)
+    assert _runtime_results.summarize_results(decoded) == {
+        "pubs": [{"evs": [1.0, 1.0, -0.02], "stds": [0.0, 0.0, 0.04998999899979995], "shape": [3]}], "truncated": False}
+
+
+def test_only_a_completed_job_has_a_results_summary(stub):
+    client = stub.client()
+    job_id = client.submit(spec())
+    assert client.results_summary({"job_id": job_id, "phase": "failed"}) is None
+    assert client.results_summary({"job_id": job_id, "phase": "completed", "private": True}) is None
+    stub.results[job_id] = json.dumps(primitive_result([{"meas": bit_array([3, 0, 3], 2)}]))
+    summary = client.results_summary({"job_id": job_id, "phase": "completed"})
+    assert summary["pubs"][0]["registers"]["meas"] == {"shots": 3, "outcomes": 2, "counts": {"11": 2, "00": 1}}

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient
-from ansible_collections.bridge.hpc.plugins.modules import job, jobs, quantum_backend_info, quantum_job, quantum_job_info
+from ansible_collections.bridge.hpc.plugins.modules import job, job_info, jobs, quantum_backend_info, quantum_job, quantum_job_info
 
 from module_runner import Fail, run
 from quantum_stub import API_KEY, BELL, CRN, IAM_URL, URL, StubRuntime, bit_array, jwt, primitive_result
@@ -151,3 +151,38 @@ def test_the_neutral_modules_run_quantum_jobs(stub):
     assert [item["changed"] for item in batch.result["results"]] == [False, True, False]
     assert batch.result["results"][2]["error"]["field"] == "jobs[2].script"
     assert len(stub.jobs) == 2
+
+
+def test_job_info_reads_a_summary_of_the_results_of_finished_jobs_only(stub):
+    # What the BridgeJob controller's poll asks for: one results request per completed job.
+    for identity in ("s-done", "s-queued", "s-unreadable"):
+        run(quantum_job, dict(CONNECTION, script=BELL, identity=identity, queue="ibm_kingston"))
+    by_identity = dict((stub.jobs[job_id]["tags"][1][len("bridge:"):], job_id) for job_id in stub.jobs)
+    stub.jobs[by_identity["s-done"]]["state"] = {"status": "Completed"}
+    stub.results[by_identity["s-done"]] = json.dumps(primitive_result([{"meas": bit_array([3, 3, 0], 2)}]))
+    stub.jobs[by_identity["s-unreadable"]]["state"] = {"status": "Completed"}
+    stub.results[by_identity["s-unreadable"]] = "Traceback (most recent call last):\n  boom\n"
+    before = len(stub.api_requests())
+    result = run(job_info, dict(CONNECTION, backend="quantum", identities=["s-done", "s-queued", "s-unreadable"],
+                                results_summary=True)).result
+    found = result["jobs"]
+    assert found["s-done"]["results_summary"] == {"pubs": [{"registers": {"meas": {
+        "shots": 3, "outcomes": 2, "counts": {"11": 2, "00": 1}}}}], "truncated": False}
+    assert "results_summary" not in found["s-queued"]
+    assert "results answered" in found["s-unreadable"]["results_summary"]["error"]
+    reads = [url for method, url in stub.api_requests()[before:] if url.endswith("/results")]
+    assert len(reads) == 2
+    assert no_secret_in(result)
+
+
+def test_the_neutral_modules_take_the_credentials_as_one_dictionary(stub):
+    # The playbooks/bridgejob_*.yml run by hand pass `credentials` whatever the backend.
+    connection = dict(CONNECTION, credentials={"api_key": API_KEY, "service_crn": CRN})
+    del connection["api_key"], connection["service_crn"]
+    batch = run(jobs, dict(connection, backend="quantum", jobs=[{"identity": "c-1", "script": BELL, "queue": "ibm_kingston"}]))
+    assert not isinstance(batch, Fail), batch.result
+    assert batch.result["results"][0]["changed"] is True and no_secret_in(batch.result)
+    wrong = run(jobs, dict(connection, backend="quantum", credentials={"api_key": API_KEY, "token": "t"},
+                           jobs=[{"identity": "c-2", "script": BELL, "queue": "ibm_kingston"}]))
+    assert isinstance(wrong, Fail) and wrong.result["error"]["field"] == "credentials"
+    assert "unexpected keys token" in wrong.result["msg"] and no_secret_in(wrong.result)
