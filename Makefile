@@ -37,7 +37,7 @@ lint: bootstrap
 
 build-check: bootstrap
 	tools/galaxy_build_check.sh
-	tools/image_check.sh
+	tools/controller-image.sh check
 
 services:
 	for version in $(SLURM_VERSIONS); do tools/slurm-cluster.sh start $$version; done

@@ -37,6 +37,8 @@ die() { echo "slurm-cluster: $*" >&2; exit 1; }
 log() { echo "slurm-cluster: $*" >&2; }
 # shellcheck source=tools/lib/procs.sh
 source "$REPO/tools/lib/procs.sh"
+# shellcheck source=tools/lib/rootfs.sh
+source "$REPO/tools/lib/rootfs.sh"
 
 # ---------------------------------------------------------------------------------------------
 # Per-version settings. Sets the globals used by everything below.
@@ -129,58 +131,6 @@ wait_for() {
 # ---------------------------------------------------------------------------------------------
 # Installation
 # ---------------------------------------------------------------------------------------------
-missing_host_packages() {
-  local p
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
-  done
-}
-
-apt_install_host() {
-  local missing
-  missing=$(missing_host_packages "$@")
-  [[ -z $missing ]] && return 0
-  log "installing on the host: ${missing//$'\n'/ }"
-  # Without a policy-rc.d, postinst scripts would start the stock munge/slurm services.
-  local own_policy=""
-  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d
-    own_policy=1
-  fi
-  # shellcheck disable=SC2086
-  apt-get install -y -q --no-install-recommends $missing >/dev/null ||
-    { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $missing >/dev/null; }
-  [[ -n $own_policy ]] && rm -f /usr/sbin/policy-rc.d
-  return 0
-}
-
-is_mounted() { awk -v p="$1" '$2 == p { f = 1 } END { exit !f }' /proc/mounts; }
-
-# proc, sys, dev, dev/pts: what apt's postinst scripts and the daemons need. Plain (non-recursive)
-# mounts, each only if not already there, so a second start does not stack them.
-mount_root() {
-  local r=$1
-  is_mounted "$r/proc"    || mount -t proc proc "$r/proc"
-  is_mounted "$r/sys"     || mount -t sysfs sysfs "$r/sys"
-  is_mounted "$r/dev"     || mount --bind /dev "$r/dev"
-  is_mounted "$r/dev/pts" || mount --bind /dev/pts "$r/dev/pts"
-}
-
-# Unmount everything below $1, deepest first.
-umount_root() {
-  local r=$1 m
-  awk -v p="$r/" 'index($2, p) == 1 { print $2 }' /proc/mounts | sort -r | while read -r m; do
-    umount "$m" 2>/dev/null || umount -l "$m"
-  done
-}
-
-# Delete a directory that may still hold mounts: unmount first, and never cross into another
-# filesystem (a leftover bind of /dev must not take the host's /dev with it).
-remove_tree() {
-  umount_root "$1"
-  rm -rf --one-file-system "$1"
-}
-
 # Build $CACHE/$SUITE once. It is built in a temp dir and renamed only when complete, so a
 # half-built chroot is never taken as done; the marker records the package list it holds.
 ensure_chroot() {
@@ -202,7 +152,6 @@ ensure_chroot() {
     exec 8>&-
     return 0
   fi
-  apt_install_host debootstrap
   local old
   for old in "$CACHE/.$SUITE.build."* "$ROOT"; do  # leftovers of an interrupted build
     [[ -e $old ]] && { log "removing incomplete chroot $old"; remove_tree "$old"; }
@@ -212,20 +161,8 @@ ensure_chroot() {
   trap 'remove_tree "'"$tmp"'"' EXIT
   chmod 755 "$tmp"       # mktemp made it 0700: _apt, munge and the job users must traverse /
   log "building $SUITE chroot (debootstrap, a few dozen seconds) in $tmp"
-  # The generic "sid" script handles every current suite, whatever this debootstrap knows.
-  debootstrap --variant=minbase "$SUITE" "$tmp" "$MIRROR" /usr/share/debootstrap/scripts/sid \
-    >"$blog" 2>&1 || { tail -n 20 "$blog" >&2; die "debootstrap $SUITE failed (log: $blog)"; }
-  printf '#!/bin/sh\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"   # no service starts from postinst
-  chmod 755 "$tmp/usr/sbin/policy-rc.d"
-  # sid's Release file on this mirror is past its Valid-Until date; harmless for trixie.
-  echo 'Acquire::Check-Valid-Until "false";' >"$tmp/etc/apt/apt.conf.d/99bridge"
-  cp /etc/hosts /etc/resolv.conf "$tmp/etc/" 2>/dev/null || true
-  mount_root "$tmp"
-  { chroot "$tmp" apt-get update -q && chroot "$tmp" apt-get install -y -q --no-install-recommends "${pkgs[@]}"
-  } >>"$blog" 2>&1 || { tail -n 20 "$blog" >&2; die "package install in $SUITE chroot failed (log: $blog)"; }
+  debootstrap_tree "$tmp" "$SUITE" "$MIRROR" "$blog" "${pkgs[@]}"
   rm -f "$blog"
-  chroot "$tmp" apt-get clean
-  umount_root "$tmp"
   echo "$want" >"$tmp/.bridge-chroot"
   mv -T "$tmp" "$ROOT"
   trap - EXIT

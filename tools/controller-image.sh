@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# Build the controller image from deploy/Containerfile with podman, and run it the way
+# deploy/deployment.yaml runs it.
+#
+#   tools/controller-image.sh build     build (or find) the image; prints its name on stdout
+#   tools/controller-image.sh check     build, then run the image's checks (make build-check)
+#   tools/controller-image.sh base      build (or find) the local base image; prints its name
+#
+# No registry can be reached here (docs real-services.md section 7), so the Containerfile's default
+# base, python:3.11-slim, cannot be pulled. The build passes --build-arg BASE=<a local base image>:
+# Debian bookworm minbase (debootstrap, tools/lib/rootfs.sh) with Debian's python3.11, whose venv
+# is /usr/local, so that, as in python:3.11-slim, `python` and `pip` are /usr/local/bin's and pip
+# installs into /usr/local's site-packages. It is `podman import`ed from a rootfs tarball.
+#
+# pip cannot reach PyPI from inside a container here (tried: "certificate verify failed:
+# self-signed certificate in certificate chain"): the machine's route to PyPI is trusted through a CA
+# that only the host's bundle holds (`pip config list`: cert=...). So the Python wheels the Containerfile
+# installs are built on the host (`pip wheel`, the host's pip configuration, PyPI only), and the
+# build runs with --network=none and the wheel dir, which also holds a pip.conf (no index, find-links
+# that dir), mounted as root's pip configuration dir /root/.config/pip for its RUN steps only (the
+# image keeps an empty /root/.config/pip: buildah leaves the mount point).
+#
+# Cache, under ~/.cache/bridge/images: base-KEY.tar (the rootfs; KEY = hash of its recipe),
+# wheels-KEY/ (KEY = hash of the requirements), bridge-controller-KEY.tar (`podman save`, what a
+# node loads). The image is localhost/bridge-controller:VERSION-KEY with KEY = hash of the
+# Containerfile, of every file its COPY lines copy, of the base image id, of the wheel set and of
+# the build steps here: a warm `build` finds it and builds nothing.
+#
+# `check` runs, each in a fresh container with --network=none, read-only root, uid:gid and volumes
+# (tmpfs) of the Deployment, its env and args, all capabilities dropped, no new privileges:
+#   1. `bridge-controller --help` (the ENTRYPOINT);
+#   2. the Deployment's args parsed by the installed controller: a playbook dir that holds
+#      bridgejob_{submit,poll,cancel}.yml, the image's Python, the containerPort, HOME/ANSIBLE_* on
+#      volumes; ansible-playbook --syntax-check of the 3 playbooks with the installed collection;
+#      AnsibleRunner (as main.py builds it) runs bridgejob_poll.yml (bridge.hpc.job_info) against a
+#      stub of Ray's GET /api/jobs/ inside the container, the token handed over through the pipe.
+# podman runs with runc (Debian's podman picks crun, which refuses this machine's hybrid cgroups:
+# "cgroups in hybrid mode not supported") and with --ulimit nofile=4096:4096 --ulimit nproc=16384:16384: its default rlimits fail
+# here (CAP_SYS_RESOURCE is not held).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+CACHE=$(realpath -m "${XDG_CACHE_HOME:-$HOME/.cache}/bridge/images")
+CONTAINERFILE=$REPO/deploy/Containerfile
+DEPLOYMENT=$REPO/deploy/deployment.yaml
+MIRROR=http://deb.debian.org/debian
+SUITE=bookworm
+# python3-venv brings ensurepip (pip's wheel); ca-certificates: what pip needs to reach an index.
+BASE_PACKAGES=(python3 python3-venv ca-certificates)
+# As python:3.11-slim sets them.
+BASE_CHANGES=("ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin" "ENV LANG=C.UTF-8"
+              'CMD ["python3"]')
+HOST_PYTHON=/usr/bin/python3.11   # the base image's Python build, so the wheels fit it
+PODMAN=(podman --runtime runc)
+ULIMITS=(--ulimit nofile=4096:4096 --ulimit nproc=16384:16384)
+export DEBIAN_FRONTEND=noninteractive
+
+die() { echo "controller-image: $*" >&2; exit 1; }
+log() { printf 'controller-image: [%3ds] %s\n' "$SECONDS" "$*" >&2; }
+# shellcheck source=tools/lib/rootfs.sh
+source "$REPO/tools/lib/rootfs.sh"
+
+ensure_podman() {
+  [[ $(id -u) == 0 ]] || die "needs root (debootstrap, podman's root storage)"
+  apt_install_host podman runc debootstrap
+}
+
+image_exists() { podman image exists "$1"; }
+
+# The base image's name on stdout; built from a cached rootfs tarball, or debootstrapped first.
+ensure_base() {
+  local key name tar
+  key=$( { declare -f debootstrap_tree base_tree; echo "$SUITE $MIRROR ${BASE_PACKAGES[*]}"
+           printf '%s\n' "${BASE_CHANGES[@]}"; } | sha256sum | cut -c1-16)
+  name=localhost/bridge-python:3.11-$SUITE-$key tar=$CACHE/base-$key.tar
+  if ! image_exists "$name"; then
+    mkdir -p "$CACHE"
+    exec 9>"$CACHE/.base.lock"
+    flock 9
+    [[ -s $tar ]] || base_tree "$tar"
+    local changes=() c
+    for c in "${BASE_CHANGES[@]}"; do changes+=(--change "$c"); done
+    podman import --quiet "${changes[@]}" --message "Debian $SUITE minbase + python3.11 (tools/controller-image.sh)" \
+      "$tar" "$name" >/dev/null
+    exec 9>&-
+    log "imported $name from $tar"
+  fi
+  echo "$name"
+}
+
+# base_tree TARBALL: debootstrap the base's root filesystem and pack it.
+base_tree() {
+  local tar=$1 tmp t0=$SECONDS
+  tmp=$(mktemp -d "$CACHE/.base.build.XXXXXX")
+  trap 'remove_tree "'"$tmp"'"' EXIT
+  chmod 755 "$tmp"
+  log "building the base rootfs (debootstrap $SUITE minbase + ${BASE_PACKAGES[*]}) in $tmp"
+  debootstrap_tree "$tmp" "$SUITE" "$MIRROR" "$CACHE/.base.build.log" "${BASE_PACKAGES[@]}"
+  chroot "$tmp" python3 -m venv /usr/local >>"$CACHE/.base.build.log" 2>&1 ||
+    die "python3 -m venv /usr/local failed (log: $CACHE/.base.build.log)"
+  rm -rf "$tmp"/var/lib/apt/lists/* "$tmp"/var/cache/apt/*.bin "$tmp/etc/resolv.conf" "$tmp/etc/hosts"
+  rm -f "$CACHE/.base.build.log"
+  tar --numeric-owner -C "$tmp" -cf "$tar.tmp" .
+  mv "$tar.tmp" "$tar"
+  remove_tree "$tmp"
+  trap - EXIT
+  log "built $tar in $((SECONDS - t0))s"
+}
+
+# The Python requirements the Containerfile's `pip install` lines name, and the controller's build
+# backend, one a line.
+requirements() {
+  "$HOST_PYTHON" - "$CONTAINERFILE" "$REPO/controller/pyproject.toml" <<'EOF'
+import re, shlex, sys, tomllib
+text = re.sub(r"\\\n", " ", open(sys.argv[1]).read())
+reqs = []
+for line in text.splitlines():
+    if not line.startswith("RUN "):
+        continue
+    for command in line[4:].split("&&"):
+        words = shlex.split(command)
+        if words[:2] == ["pip", "install"]:
+            reqs += [w for w in words[2:] if re.match(r"^[A-Za-z][A-Za-z0-9_.-]*[<>=!~]", w)]
+reqs += tomllib.load(open(sys.argv[2], "rb"))["build-system"]["requires"]
+print("\n".join(sorted(set(reqs))))
+EOF
+}
+
+# The wheel dir on stdout: every wheel the build installs, built on the host from PyPI.
+ensure_wheels() {
+  local reqs key dir
+  reqs=$(requirements)
+  key=$( { echo "$reqs"; "$HOST_PYTHON" -VV; } | sha256sum | cut -c1-16)
+  dir=$CACHE/wheels-$key
+  if [[ ! -f $dir/.complete ]]; then
+    rm -rf "$dir"; mkdir -p "$dir"
+    log "building wheels on the host: ${reqs//$'\n'/ }"
+    mapfile -t req_array <<<"$reqs"
+    "$HOST_PYTHON" -m pip wheel --quiet --wheel-dir "$dir" "${req_array[@]}" >&2 ||
+      die "pip wheel failed"
+    printf '[global]\nno-index = true\nfind-links = /root/.config/pip\n' >"$dir/pip.conf"
+    touch "$dir/.complete"
+  fi
+  echo "$dir"
+}
+
+# The COPY sources (relative to the context) of the Containerfile, one a line.
+copy_sources() {
+  awk '$1 == "COPY" && $2 !~ /^--from=/ { for (i = 2; i < NF; i++) print $i }' "$CONTAINERFILE"
+}
+
+# The image's name on stdout; built unless an image of the same key exists.
+ensure_image() {
+  local base wheels key version name src
+  base=$(ensure_base)
+  wheels=$(ensure_wheels)
+  key=$( {
+    sha256sum "$CONTAINERFILE" | cut -d' ' -f1
+    declare -f ensure_image ensure_wheels   # how it is built
+    podman image inspect --format '{{.Id}}' "$base"
+    basename "$wheels"
+    while read -r src; do
+      [[ -e $REPO/$src ]] || die "COPY $src: no such file or directory in $REPO"
+      (cd "$REPO" && find "$src" -type f -print0 | sort -z | xargs -0 sha256sum)
+    done < <(copy_sources)
+  } | sha256sum | cut -c1-16)
+  version=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' "$REPO/controller/bridge_controller/__init__.py")
+  name=localhost/bridge-controller:$version-$key
+  if image_exists "$name"; then
+    log "$name is built (key unchanged)"
+  else
+    local t0=$SECONDS
+    log "building $name from $CONTAINERFILE on $base"
+    # --layers=false: buildah's layer cache keys a RUN step by its text, not by the wheels mounted
+    # for it; the KEY above is the cache.
+    "${PODMAN[@]}" build --pull=never --layers=false --network=none "${ULIMITS[@]}" \
+      --build-arg "BASE=$base" \
+      --volume "$wheels:/root/.config/pip:ro" \
+      --label "dev.bridge.image-key=$key" \
+      -f "$CONTAINERFILE" -t "$name" "$REPO" >"$CACHE/build.log" 2>&1 ||
+      { tail -n 30 "$CACHE/build.log" >&2; die "podman build failed (log: $CACHE/build.log)"; }
+    log "built $name in $((SECONDS - t0))s"
+    local old
+    for old in $(podman images --filter label=dev.bridge.image-key --format '{{.Repository}}:{{.Tag}}'); do
+      [[ $old == "$name" ]] || podman rmi "$old" >/dev/null 2>&1 || true   # in use by a container: kept
+    done
+  fi
+  if [[ ! -s $CACHE/bridge-controller-$key.tar ]]; then
+    rm -f "$CACHE"/bridge-controller-*.tar
+    podman save --quiet --format docker-archive -o "$CACHE/bridge-controller-$key.tar.tmp" "$name" >/dev/null
+    mv "$CACHE/bridge-controller-$key.tar.tmp" "$CACHE/bridge-controller-$key.tar"
+  fi
+  echo "$name"
+}
+
+check_image() {
+  local image=$1 work
+  work=$(mktemp -d "${TMPDIR:-/tmp}/bridge-image-check.XXXXXX")
+  trap 'rm -rf "'"$work"'"' EXIT
+  # The Deployment's container, as podman run options and args (valueFrom env gets a stand-in).
+  "$REPO/.venv/bin/python" - "$DEPLOYMENT" "$work" >"$work/deployment.sh" <<'EOF'
+import shlex, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d.get("kind") == "Deployment"]
+pod = docs[0]["spec"]["template"]["spec"]
+container = pod["containers"][0]
+pod_sc, sc = pod.get("securityContext") or {}, container.get("securityContext") or {}
+uid = sc.get("runAsUser", pod_sc.get("runAsUser"))
+gid = sc.get("runAsGroup", pod_sc.get("runAsGroup"))
+opts = ["--user=%s:%s" % (uid, gid)]
+if sc.get("readOnlyRootFilesystem"):
+    opts.append("--read-only")
+if "ALL" in ((sc.get("capabilities") or {}).get("drop") or []):
+    opts.append("--cap-drop=ALL")
+if sc.get("allowPrivilegeEscalation") is False:
+    opts.append("--security-opt=no-new-privileges")
+for e in container.get("env") or []:
+    opts.append("--env=%s=%s" % (e["name"], e.get("value", "image-check-" + e["name"].lower().replace("_", "-"))))
+volumes = {v["name"]: v for v in pod.get("volumes") or []}
+for m in container.get("volumeMounts") or []:
+    assert "emptyDir" in volumes[m["name"]], "only emptyDir volumes are emulated: %s" % m["name"]
+    opts.append("--volume=%s/volumes/%s:%s:rw" % (sys.argv[2], m["name"], m["mountPath"]))
+def out(name, values):
+    print("%s=(%s)" % (name, " ".join(shlex.quote(str(v)) for v in values)))
+out("D_OPTS", opts)
+out("D_ARGS", (container.get("command") or []) + (container.get("args") or []))
+out("D_PORTS", [p["containerPort"] for p in container.get("ports") or []])
+out("D_MOUNTS", [m["mountPath"] for m in container.get("volumeMounts") or []])
+out("D_USER", ["%s:%s" % (uid, gid)])
+out("D_VOLUMES", [m["name"] for m in container.get("volumeMounts") or []])
+print("D_FSGROUP=%s" % shlex.quote(str(pod_sc.get("fsGroup", ""))))
+EOF
+  # shellcheck source=/dev/null
+  . "$work/deployment.sh"
+  # The volumes are emptyDirs as the kubelet makes them: mode 0777 and, with an fsGroup, group-owned
+  # by it with the setgid bit. (podman's --tmpfs over a directory of the image ignores its mode=.)
+  local volume
+  for volume in "${D_VOLUMES[@]}"; do
+    mkdir -p "$work/volumes/$volume"
+    chmod 0777 "$work/volumes/$volume"
+    if [[ -n $D_FSGROUP ]]; then chgrp "$D_FSGROUP" "$work/volumes/$volume"; chmod 2777 "$work/volumes/$volume"; fi
+  done
+  local user
+  user=$(podman image inspect --format '{{.Config.User}}' "$image")
+  [[ $user == "${D_USER[0]}" ]] || die "USER $user in the image, but the Deployment runs as ${D_USER[0]}"
+  local run=("${PODMAN[@]}" run --rm --network=none "${ULIMITS[@]}" "${D_OPTS[@]}")
+  "${run[@]}" "$image" "${D_ARGS[@]}" --help >"$work/help.txt" 2>&1 ||
+    { cat "$work/help.txt" >&2; die "bridge-controller --help in $image"; }
+  grep -q -- '--playbook-dir' "$work/help.txt" || die "--help printed no --playbook-dir"
+  log "ok: the ENTRYPOINT runs: $image ${D_ARGS[*]} --help, as ${D_USER[0]}, read-only root, no network"
+  "${run[@]}" -i --entrypoint python "$image" - "${D_PORTS[*]}" "${D_MOUNTS[*]}" "${D_ARGS[@]}" \
+    <"$REPO/tools/lib/image_checks.py" >&2 || die "the checks in $image failed"
+}
+
+ensure_podman
+case "${1:-}" in
+  base) ensure_base ;;
+  build) ensure_image ;;
+  check)
+    image=$(ensure_image)
+    check_image "$image"
+    log "passed: $image"
+    ;;
+  *) sed -n '2,8p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+esac
