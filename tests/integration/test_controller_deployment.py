@@ -10,7 +10,8 @@ credentials in Secrets, run to Completed (the Pod reaches slurmrestd and Ray on 
 address, tools/kube-node.sh expose); `kubectl get bj` shows the printer columns; `kubectl logs` of
 the controller pod and its /metrics through the apiserver's pod proxy; no token in the status, the
 events or the log. Two replicas: exactly one holds the Lease bridge-controller; the leader pod
-deleted, the other takes the Lease and completes a BridgeJob created after.
+deleted, the other takes the Lease and completes a BridgeJob created after; `kubectl rollout
+restart` (what an image update does) completes and a new pod holds the Lease.
 
 Needs the node to be running already (tools/kube-node.sh start: one node per machine, never started
 here). The Deployment is deleted at the end; the namespace, CRD and RBAC stay (other tests use them).
@@ -25,6 +26,7 @@ import uuid
 import pytest
 
 from conftest import REPO, RUN, read_env_file, require_ray, require_slurm
+from test_controller_e2e import wait_for
 
 NODE_SCRIPT = os.path.join(REPO, "tools", "kube-node.sh")
 IMAGE_SCRIPT = os.path.join(REPO, "tools", "controller-image.sh")
@@ -82,17 +84,6 @@ class Cluster:
         port = host_port.rsplit(":", 1)[1]
         subprocess.run([NODE_SCRIPT, "expose", port], check=True, capture_output=True, text=True)
         return url.replace(host_port, "%s:%s" % (self.node["KUBE_NODE_HOST_ADDR"], port), 1)
-
-
-def wait_for(read, check, timeout=240, interval=2.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = read()
-        if check(last):
-            return last
-        time.sleep(interval)
-    raise AssertionError("timed out; last seen: %r" % (last,))
 
 
 @pytest.fixture(scope="module")
@@ -207,7 +198,7 @@ def jobs(cluster, deployment):  # pylint: disable=redefined-outer-name
     def wait_terminal(name, timeout=300):
         return wait_for(lambda: read(name),
                         lambda o: (o.get("status") or {}).get("phase") in ("Completed", "Failed", "Cancelled"),
-                        timeout=timeout)
+                        timeout=timeout, interval=2)
 
     ctx.create, ctx.read, ctx.wait_terminal = create, read, wait_terminal
     yield ctx
@@ -260,9 +251,11 @@ def test_logs_and_metrics_of_the_controller_pod(cluster, jobs):  # pylint: disab
 
 def test_two_replicas_one_leader_and_the_other_takes_over(cluster, jobs):  # pylint: disable=redefined-outer-name
     cluster.kubectl("-n", NAMESPACE, "scale", "deployment", NAME, "--replicas=2")
-    pods = wait_for(cluster.pods, lambda pods: len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods))
+    # Both replicas count as available, the standby too: the rollout of the scale completes.
+    cluster.kubectl("-n", NAMESPACE, "rollout", "status", "deployment/%s" % NAME, "--timeout=180s", timeout=200)
+    pods = wait_for(cluster.pods, lambda pods: len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods), timeout=240)
     names = sorted(p["metadata"]["name"] for p in pods)
-    leader = wait_for(cluster.holder, lambda holder: holder in names)
+    leader = wait_for(cluster.holder, lambda holder: holder in names, timeout=120)
     time.sleep(5)  # a second leader would have shown itself by now (the Lease is renewed every few seconds)
     acting = [name for name in names if " acting (selector " in cluster.kubectl("-n", NAMESPACE, "logs", name).stdout]
     assert acting == [leader], (acting, leader)
@@ -276,5 +269,20 @@ def test_two_replicas_one_leader_and_the_other_takes_over(cluster, jobs):  # pyl
     assert status["phase"] == "Completed" and status["exitCode"] == 0, status
     assert " acting (selector " in cluster.kubectl("-n", NAMESPACE, "logs", other).stdout
     # The Deployment replaces the deleted pod: two replicas again, one of them leading.
-    wait_for(cluster.pods, lambda pods: len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods))
+    wait_for(cluster.pods, lambda pods: len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods), timeout=240)
     assert cluster.holder() == other
+
+
+def test_rollout_restart_hands_the_lease_to_a_new_pod(cluster, jobs):  # pylint: disable=redefined-outer-name
+    """What an image update does: every pod replaced, one at a time, and the Lease ends up with a new one."""
+    before = set(p["metadata"]["name"] for p in cluster.pods())
+    started = time.monotonic()
+    cluster.kubectl("-n", NAMESPACE, "rollout", "restart", "deployment/%s" % NAME)
+    cluster.kubectl("-n", NAMESPACE, "rollout", "status", "deployment/%s" % NAME, "--timeout=300s", timeout=320)
+    after = set(p["metadata"]["name"] for p in wait_for(cluster.pods, lambda pods: len(pods) == 2, timeout=180))
+    assert not before & after, (before, after)
+    wait_for(cluster.holder, lambda holder: holder in after, timeout=180, interval=0.5)
+    print("\nrollout restart: done and the Lease with a new pod %.1f s after it began" % (time.monotonic() - started))
+    jobs.create("after-rollout", "ray", "#!/bin/bash\necho after the rollout\n")
+    status = jobs.wait_terminal("after-rollout")["status"]
+    assert status["phase"] == "Completed" and status["exitCode"] == 0, status
