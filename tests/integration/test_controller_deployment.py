@@ -79,7 +79,7 @@ class Cluster:
 
     def host_url(self, url):
         """`url` on loopback, as a Pod reaches it: through the node's host address (expose PORT)."""
-        scheme, _, rest = url.partition("://")
+        rest = url.partition("://")[2]
         host_port = rest.split("/", 1)[0]
         port = host_port.rsplit(":", 1)[1]
         subprocess.run([NODE_SCRIPT, "expose", port], check=True, capture_output=True, text=True)
@@ -114,7 +114,7 @@ def deployment(cluster, tmp_path_factory):  # pylint: disable=redefined-outer-na
     assert load.returncode == 0, load.stdout[-2000:] + load.stderr[-2000:]
     run_id = uuid.uuid4().hex[:12]
     overlay = tmp_path_factory.mktemp("overlay")
-    name, _, tag = image.rpartition(":")
+    name, tag = image.rsplit(":", 1)
     (overlay / "kustomization.yaml").write_text("""\
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
