@@ -57,6 +57,8 @@ export DEBIAN_FRONTEND=noninteractive
 
 die() { echo "controller-image: $*" >&2; exit 1; }
 log() { printf 'controller-image: [%3ds] %s\n' "$SECONDS" "$*" >&2; }
+# shellcheck source=tools/lib/host-packages.sh
+source "$REPO/tools/lib/host-packages.sh"
 # shellcheck source=tools/lib/rootfs.sh
 source "$REPO/tools/lib/rootfs.sh"
 

@@ -37,6 +37,8 @@ die() { echo "slurm-cluster: $*" >&2; exit 1; }
 log() { echo "slurm-cluster: $*" >&2; }
 # shellcheck source=tools/lib/procs.sh
 source "$REPO/tools/lib/procs.sh"
+# shellcheck source=tools/lib/host-packages.sh
+source "$REPO/tools/lib/host-packages.sh"
 # shellcheck source=tools/lib/rootfs.sh
 source "$REPO/tools/lib/rootfs.sh"
 

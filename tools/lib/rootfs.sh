@@ -2,32 +2,7 @@
 # Debian root filesystems for the scripts that need one: the Slurm chroots (tools/slurm-cluster.sh)
 # and the controller image's local base (tools/controller-image.sh); sourced, not run. Root only.
 #
-# The sourcing script defines log MESSAGE and die MESSAGE.
-
-missing_host_packages() {
-  local p
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
-  done
-}
-
-apt_install_host() {
-  local missing
-  missing=$(missing_host_packages "$@")
-  [[ -z $missing ]] && return 0
-  log "installing on the host: ${missing//$'\n'/ }"
-  # Without a policy-rc.d, postinst scripts would start the stock munge/slurm services.
-  local own_policy=""
-  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d
-    own_policy=1
-  fi
-  # shellcheck disable=SC2086
-  apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends $missing >/dev/null ||
-    { apt-get update -q >/dev/null && apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends $missing >/dev/null; }
-  [[ -n $own_policy ]] && rm -f /usr/sbin/policy-rc.d
-  return 0
-}
+# The sourcing script defines log MESSAGE and die MESSAGE, and sources tools/lib/host-packages.sh.
 
 is_mounted() { awk -v p="$1" '$2 == p { f = 1 } END { exit !f }' /proc/mounts; }
 
