@@ -298,7 +298,8 @@ start_daemons() {
   # No endpoint reconciler: the "kubernetes" Endpoints may not hold a loopback address (it logged
   # an error every 10 s); a node reaches the apiserver through its own DNAT of 10.0.0.1:443
   # (tools/kube-node.sh). Nodes are reached at their InternalIP only: a Hostname address of a
-  # node names nothing that resolves here.
+  # node names nothing that resolves here. Privileged containers allowed, as kubeadm does:
+  # PodSecurity admission decides per namespace.
   launch kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers="$ETCD_URL" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
@@ -309,6 +310,7 @@ start_daemons() {
     --service-account-key-file="$PKI/sa.pub" \
     --service-account-signing-key-file="$PKI/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 \
+    --allow-privileged=true \
     --authorization-mode=Node,RBAC \
     --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
     --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \

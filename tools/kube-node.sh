@@ -493,6 +493,8 @@ stop_node() {
   remove_network
   # Every sandbox is gone, so are the addresses host-local handed out.
   rm -rf "$RUN/cni/ipam"
+  # The shims' sockets are under /run/containerd/s whatever containerd's state dir; empty now.
+  rmdir /run/containerd/s /run/containerd 2>/dev/null || true
 }
 
 stop() {

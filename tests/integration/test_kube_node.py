@@ -154,13 +154,21 @@ def test_job_script_from_configmap_fails_with_backoff_limit_exceeded(node_env, a
     assert logs.stdout.strip() == "running the script", logs.stderr
 
 
-def test_restricted_pod_has_in_cluster_credentials_and_reaches_the_kubernetes_service(node_env, api):
+def test_restricted_pod_reads_the_api_with_in_cluster_credentials(node_env, api):
     core = client.CoreV1Api(api)
     name = "node-restricted-%s" % uuid.uuid4().hex[:8]
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
         name=name, labels={"pod-security.kubernetes.io/enforce": "restricted"})))
     try:
         core.create_namespaced_service_account(name, {"metadata": {"name": "reader"}})
+        rbac = client.RbacAuthorizationV1Api(api)
+        rbac.create_namespaced_role(name, {
+            "metadata": {"name": "read-configmaps"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]})
+        rbac.create_namespaced_role_binding(name, {
+            "metadata": {"name": "reader"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-configmaps"},
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": name}]})
         restricted = {
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"]},
@@ -168,17 +176,21 @@ def test_restricted_pod_has_in_cluster_credentials_and_reaches_the_kubernetes_se
             "runAsUser": 65534,
             "seccompProfile": {"type": "RuntimeDefault"},
         }
-        sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+        # What an in-cluster client does: the Service address from the environment, the projected
+        # token as bearer. busybox's wget speaks TLS but checks no certificate: the CA bundle is
+        # only checked to be there.
         script = (
-            "set -e; test -s %(d)s/token; grep -q 'BEGIN CERTIFICATE' %(d)s/ca.crt; cat %(d)s/namespace; echo;"
-            " echo $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT;"
-            " nc -z -w 5 $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT && echo reachable" % {"d": sa_dir})
+            "set -e; d=/var/run/secrets/kubernetes.io/serviceaccount; grep -q 'BEGIN CERTIFICATE' $d/ca.crt;"
+            " echo $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT; cat $d/namespace; echo;"
+            " wget -q -O - --no-check-certificate --header \"Authorization: Bearer $(cat $d/token)\""
+            " https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/api/v1/namespaces/$(cat $d/namespace)/configmaps/kube-root-ca.crt"
+            " | grep -q '\"name\": *\"kube-root-ca.crt\"' && echo read the ConfigMap kube-root-ca.crt")
         core.create_namespaced_pod(name, busybox_pod(
             node_env, "in-cluster", script, serviceAccountName="reader", container={"securityContext": restricted}))
         pod = wait_until(lambda: finished(core, name, "in-cluster"), "pod in-cluster to finish")
         logs = kubectl(node_env, "-n", name, "logs", "in-cluster").stdout
         assert pod.status.phase == "Succeeded", (pod.status, logs)
-        assert logs.splitlines() == [name, "10.0.0.1:443", "reachable"]
+        assert logs.splitlines() == ["10.0.0.1:443", name, "read the ConfigMap kube-root-ca.crt"]
         # A pod that breaks the namespace's level is refused by PodSecurity admission.
         with pytest.raises(client.ApiException) as refused:
             core.create_namespaced_pod(name, busybox_pod(node_env, "privileged", "true",
