@@ -1,28 +1,36 @@
 #!/usr/bin/env bash
-# Build, start, stop and inspect a real single-node Kubernetes control plane (etcd + kube-apiserver
-# only: no controller-manager, scheduler or kubelet) for tests and the demo.
+# Build, start, stop and inspect a real single-node Kubernetes control plane (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler) for tests and the demo; tools/kube-node.sh adds a node
+# (containerd + kubelet) that runs pods.
 #
-#   tools/kube-control-plane.sh build|start|stop [--wipe]|status|env
+#   tools/kube-control-plane.sh build|start|stop [--wipe]|status|env|bindir
 #   tools/kube-control-plane.sh gomod [KUBE_VERSION [ETCD_VERSION]]   (maintainers: re-pin)
 #
-# Both binaries are built from source through the Go module proxy out of the wrapper modules
-# tools/kube/apiserver and tools/kube/etcd and cached in
-# ${XDG_CACHE_HOME:-~/.cache}/bridge/kube/<hash of their go.mod/go.sum>/bin, so only the first
-# build is slow (about 7 minutes on 2 busy cores, plus ~1 GB of module downloads; the Go caches,
-# GOMODCACHE and GOCACHE at their defaults, grow by ~3.2 GB). A start then takes 3-5 s.
+# The binaries (the control plane's, kubelet and kubectl) are built from source through the Go
+# module proxy out of the wrapper modules tools/kube/apiserver and tools/kube/etcd and cached in
+# ${XDG_CACHE_HOME:-~/.cache}/bridge/kube/<hash of their go.mod/go.sum>/bin (`bindir` prints it), so
+# only the first build is slow (about 7 minutes on 2 busy cores for etcd and kube-apiserver, plus
+# ~1 GB of module downloads; the other four take about 5 more minutes; the Go caches, GOMODCACHE
+# and GOCACHE at their defaults, grow by ~4 GB). A start then takes 5-7 s. kubectl is linked at
+# ${BRIDGE_RUN:-<repo>/.run}/bin/kubectl.
 #
-# The run dir is ${BRIDGE_RUN:-<repo>/.run}/kube: pki/ (CA, serving cert, admin client cert in
-# system:masters, service-account keys; made once), etcd/ (data), log/, admin.kubeconfig and env
-# (mode 0600: KUBECONFIG, KUBE_API, KUBE_VERSION, KUBE_CA_FILE, KUBE_ADMIN_CERT, KUBE_ADMIN_KEY).
-# `stop` keeps the data; `stop --wipe` deletes the run dir. Everything listens on 127.0.0.1;
-# ports (read by `start`, remembered for the others):
-# BRIDGE_KUBE_API_PORT (6443), BRIDGE_KUBE_ETCD_PORT (2479), BRIDGE_KUBE_ETCD_PEER_PORT (2480).
-# Also: BRIDGE_KUBE_TIMEOUT (seconds to wait for each daemon, 90), BRIDGE_KUBE_BUILD_PROCS (go
-# build -p, 2; the build runs under nice -n 10).
+# The run dir is ${BRIDGE_RUN:-<repo>/.run}/kube: pki/ (CA, serving cert, client certs of the admin
+# in system:masters, of the controller-manager, the scheduler and the apiserver towards kubelets,
+# service-account keys; made once, missing client certs added at a start), etcd/ (data), log/,
+# *.kubeconfig and env (mode 0600: KUBECONFIG, KUBECTL, KUBE_API, KUBE_VERSION, KUBE_CA_FILE,
+# KUBE_ADMIN_CERT, KUBE_ADMIN_KEY). The apiserver has the ServiceAccount and PodSecurity admission
+# plugins (pods get a projected token; the controller-manager makes every namespace's "default"
+# ServiceAccount and kube-root-ca.crt ConfigMap, collects garbage and finalizes deleted namespaces)
+# and the Node and RBAC authorizers. `stop` stops the node first (tools/kube-node.sh stop) and keeps
+# the data; `stop --wipe` deletes the run dir. Everything listens on 127.0.0.1; ports (read by
+# `start`, remembered for the others): BRIDGE_KUBE_API_PORT (6443), BRIDGE_KUBE_ETCD_PORT (2479),
+# BRIDGE_KUBE_ETCD_PEER_PORT (2480), BRIDGE_KUBE_CONTROLLER_MANAGER_PORT (10257),
+# BRIDGE_KUBE_SCHEDULER_PORT (10259). Also: BRIDGE_KUBE_TIMEOUT (seconds to wait for each daemon,
+# 90), BRIDGE_KUBE_BUILD_PROCS (go build -p, 2; the build runs under nice -n 10).
 #
-# Facts this script relies on are in docs real-services.md section 4. Every process it starts is
-# recorded as "PID STARTTIME" so that a stale pid file never matches a live process; it never
-# kills by name.
+# Facts this script relies on are in docs real-services.md sections 4 and 7. Every process it
+# starts is recorded as "PID STARTTIME" so that a stale pid file never matches a live process; it
+# never kills by name.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -411,7 +419,7 @@ status() {
   fi
 }
 
-usage() { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 main() {
   (($# >= 1)) || usage
