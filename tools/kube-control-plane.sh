@@ -32,6 +32,8 @@
 # starts is recorded as "PID STARTTIME" so that a stale pid file never matches a live process; it
 # never kills by name.
 set -euo pipefail
+# The header lines that `usage` prints.
+USAGE_LINES=2,8
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUN=${BRIDGE_RUN:-$REPO/.run}/kube
@@ -268,8 +270,7 @@ link_kubectl() {
 write_env() {
   local version
   version=$(kcurl "$API/version" | sed -n 's/^\s*"gitVersion": "\(.*\)",\?$/\1/p')
-  (umask 077
-   cat >"$RUN/env.tmp" <<EOF
+  write_private "$RUN/env" <<EOF
 KUBECONFIG=$RUN/admin.kubeconfig
 KUBECTL=$BIN_LINKS/kubectl
 KUBE_API=$API
@@ -278,8 +279,6 @@ KUBE_CA_FILE=$PKI/ca.crt
 KUBE_ADMIN_CERT=$PKI/admin.crt
 KUBE_ADMIN_KEY=$PKI/admin.key
 EOF
-  )
-  mv -f "$RUN/env.tmp" "$RUN/env"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -405,9 +404,9 @@ all_alive() {
 }
 
 status() {
-  local d n=0 b="binaries not built"
+  local n b="binaries not built"
   built && b="binaries built"
-  for d in "${DAEMONS[@]}"; do recorded_alive "$d" && n=$((n + 1)); done
+  n=$(alive_count)
   if ((n == ${#DAEMONS[@]})) && [[ -f $PKI/.complete ]] && ready; then
     echo "kube $(kube_version) running $API"
   elif ((n == ${#DAEMONS[@]})); then
@@ -419,22 +418,12 @@ status() {
   fi
 }
 
-usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-
-main() {
-  (($# >= 1)) || usage
-  local cmd=$1; shift
-  case $cmd in
-    build)  (($# == 0)) || usage; build ;;
-    start)  (($# == 0)) || usage; start ;;
-    stop)   (($# <= 1)) || usage; stop "$@" ;;
-    status) (($# == 0)) || usage; status ;;
-    env)    (($# == 0)) || usage; [[ -f $RUN/env ]] || die "no env file; run: $0 start"
-            cat "$RUN/env" ;;
-    gomod)  (($# <= 2)) || usage; gomod "$@" ;;
-    bindir) (($# == 0)) || usage; built || die "binaries not built; run: $0 build"; BIN_DIR ;;
+more_verbs() {
+  case $1 in
+    gomod)  (($# <= 3)) || usage; shift; gomod "$@" ;;
+    bindir) (($# == 1)) || usage; built || die "binaries not built; run: $0 build"; BIN_DIR ;;
     *) usage ;;
   esac
 }
 
-main "$@"
+kube_main "$@"

@@ -41,6 +41,8 @@
 # Facts this script relies on are in docs real-services.md section 7. Every process it starts is
 # recorded as "PID STARTTIME"; it never kills by name.
 set -euo pipefail
+# The header lines that `usage` prints.
+USAGE_LINES=2,7
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KUBE_RUN=${BRIDGE_RUN:-$REPO/.run}/kube
@@ -377,9 +379,8 @@ all_alive() {
 }
 
 write_env() {
-  (umask 077
-   { cat "$KUBE_RUN/env"
-     cat <<EOF
+  { cat "$KUBE_RUN/env"
+    cat <<EOF
 KUBE_NODE_NAME=$NODE_NAME
 KUBE_NODE_ADDR=$NODE_ADDR
 KUBE_NODE_HOST_ADDR=$HOST_ADDR
@@ -389,8 +390,7 @@ CONTAINERD_ADDRESS=$SOCK
 KUBE_PAUSE_IMAGE=$PAUSE_IMAGE
 KUBE_BUSYBOX_IMAGE=$BUSYBOX_IMAGE
 EOF
-   } >"$RUN/env.tmp")
-  mv -f "$RUN/env.tmp" "$RUN/env"
+  } | write_private "$RUN/env"
 }
 
 start_daemons() {
@@ -519,8 +519,8 @@ stop() {
 }
 
 status() {
-  local d n=0
-  for d in "${DAEMONS[@]}"; do recorded_alive "$d" && n=$((n + 1)); done
+  local n
+  n=$(alive_count)
   if ((n == ${#DAEMONS[@]})) && [[ -f $KUBE_RUN/env ]] && control_plane_env && node_ready; then
     echo "node $NODE_NAME running $NODE_ADDR (host side $HOST_ADDR; forwarded: $(forwarded_ports | xargs))"
   elif ((n > 0)); then
@@ -530,23 +530,15 @@ status() {
   fi
 }
 
-usage() { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-
-main() {
-  (($# >= 1)) || usage
-  local cmd=$1; shift
-  case $cmd in
-    build)      (($# == 0)) || usage; build ;;
-    start)      (($# == 0)) || usage; start ;;
-    stop)       (($# <= 1)) || usage; stop "$@" ;;
-    status)     (($# == 0)) || usage; status ;;
-    env)        (($# == 0)) || usage; [[ -f $RUN/env ]] || die "no env file; run: $0 start"
-                cat "$RUN/env" ;;
+more_verbs() {
+  local verb=$1 p
+  shift
+  case $verb in
     load-image) load_image "$@" ;;
     expose)     control_plane_env; expose "$@" ;;
-    unexpose)   (($#)) || usage; local p; for p in "$@"; do unforward "$p"; done ;;
+    unexpose)   (($#)) || usage; for p in "$@"; do unforward "$p"; done ;;
     *) usage ;;
   esac
 }
 
-main "$@"
+kube_main "$@"

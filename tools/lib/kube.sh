@@ -3,7 +3,10 @@
 # certificates signed by the control plane's CA, kubeconfig files; sourced, not run, after
 # tools/lib/procs.sh.
 #
-# The sourcing script defines log, RUN (the daemons' logs go to $RUN/log), PID_DIR and TIMEOUT.
+# The sourcing script defines log, die, RUN (the daemons' logs go to $RUN/log, its env file is
+# $RUN/env), PID_DIR, TIMEOUT, DAEMONS (the names of its daemons), USAGE_LINES (the sed range of
+# its header comment that is its usage) and the verbs build, start, stop, status and more_verbs
+# (see kube_main).
 
 # launch NAME COMMAND...: start a daemon in a session of its own, log in $RUN/log/NAME.log, record
 # it as NAME. setsid does not fork here (a background job of a non-interactive shell is no group
@@ -91,4 +94,35 @@ current-context: bridge
 KUBECONFIG
   )
   mv -f "$out.tmp" "$out"
+}
+
+# write_private FILE: stdin to FILE, mode 0600 (env files hold key paths), replaced atomically.
+write_private() {
+  (umask 077; cat >"$1.tmp")
+  mv -f "$1.tmp" "$1"
+}
+
+# How many of DAEMONS are alive.
+alive_count() {
+  local d n=0
+  for d in "${DAEMONS[@]}"; do recorded_alive "$d" && n=$((n + 1)); done
+  echo "$n"
+}
+
+usage() { sed -n "${USAGE_LINES}p" "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+# kube_main ARG...: run the verb ARG. build, start, stop [--wipe], status and env are the same in
+# both scripts; any other verb goes to more_verbs VERB ARG... A wrong argument count calls usage
+# (which prints the script's usage and exits 2).
+kube_main() {
+  local cmd=${1:-}
+  (($#)) && shift
+  case $cmd in
+    build|start|status) (($# == 0)) || usage; "$cmd" ;;
+    stop) (($# <= 1)) || usage; stop "$@" ;;
+    env)  (($# == 0)) || usage
+          [[ -f $RUN/env ]] || die "no env file; run: $0 start"
+          cat "$RUN/env" ;;
+    *) more_verbs "$cmd" "$@" ;;
+  esac
 }
