@@ -215,7 +215,7 @@ class _OneLineServer(object):
     def _serve(self):
         while True:
             try:
-                conn, _ = self.sock.accept()
+                conn = self.sock.accept()[0]
             except OSError:
                 return
             with conn:
