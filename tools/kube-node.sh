@@ -24,8 +24,10 @@
 # and localhost/bridge/busybox:latest (Debian's busybox-static with every applet; pods name it with
 # imagePullPolicy: Never or IfNotPresent). `start` installs the Debian packages it needs, needs the
 # control plane running (`tools/kube-control-plane.sh start`), and is quick when the node runs.
-# `stop` removes every container and sandbox, unmounts what they mounted and deletes the network
-# namespace; the pods stay in the API and start again with the node, as after a reboot.
+# `stop` removes every container and sandbox, unmounts what they mounted, deletes the network
+# namespace and puts back the kernel settings the kubelet changed (vm.overcommit_memory,
+# vm.panic_on_oom, kernel.panic, kernel.panic_on_oops); the pods stay in the API and start again
+# with the node, as after a reboot.
 # `stop --wipe` also deletes the node's dir and its Node object.
 #
 # The run dir is ${BRIDGE_RUN:-<repo>/.run}/kube/node: containerd's config, root, state and socket,
@@ -364,6 +366,27 @@ ensure_kubelet_identity() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Kernel settings the kubelet changes for the whole machine (its setupKernelTunables: without
+# protectKernelDefaults it sets them, with it it refuses to start unless they are set already);
+# saved before its first start and put back by stop.
+# ---------------------------------------------------------------------------------------------
+KERNEL_TUNABLES=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops)
+
+save_kernel_tunables() {
+  [[ -f $RUN/kernel-tunables ]] && return 0
+  local k
+  for k in "${KERNEL_TUNABLES[@]}"; do echo "$k=$(sysctl -n "$k")"; done >"$RUN/kernel-tunables.tmp"
+  mv -f "$RUN/kernel-tunables.tmp" "$RUN/kernel-tunables"
+}
+
+restore_kernel_tunables() {
+  [[ -f $RUN/kernel-tunables ]] || return 0
+  local k v
+  while IFS='=' read -r k v; do sysctl -qw "$k=$v" || log "could not set $k back to $v"; done <"$RUN/kernel-tunables"
+  rm -f "$RUN/kernel-tunables"
+}
+
+# ---------------------------------------------------------------------------------------------
 # start / stop / status
 # ---------------------------------------------------------------------------------------------
 containerd_ok() { ctr --address "$SOCK" version; }
@@ -400,6 +423,7 @@ start_daemons() {
   wait_for "containerd" containerd containerd_ok || return 1
   load_tar "$(pause_tar)" "$PAUSE_IMAGE"
   load_tar "$(busybox_tar)" "$BUSYBOX_IMAGE"
+  save_kernel_tunables
   # --node-ip: the InternalIP the apiserver reaches the kubelet at (logs, exec, port-forward);
   # without it the kubelet would pick an address of its own.
   launch kubelet nsenter --net="/run/netns/$NETNS" "$bin/kubelet" \
@@ -485,6 +509,7 @@ stop_node() {
   local p
   recorded_alive kubelet && terminate 20 "$(recorded_pid kubelet)"
   rm -f "$PID_DIR/kubelet.pid"
+  restore_kernel_tunables
   if recorded_alive containerd; then remove_containers; terminate 20 "$(recorded_pid containerd)"; fi
   rm -f "$PID_DIR/containerd.pid"
   for p in $(forwarded_ports); do unforward "$p"; done
