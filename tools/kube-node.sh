@@ -280,6 +280,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [grpc]
   address = "$SOCK"
 
+# Managed binaries (none here), /opt/containerd by default.
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$RUN/containerd/opt"
+
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$PAUSE_IMAGE"
   # Without it every sandbox fails here ("can't get final child's PID from pipe: EOF"): the
@@ -464,8 +468,9 @@ start() {
 }
 
 # Every container and sandbox of the node's containerd: tasks killed and deleted (their shims
-# exit), containers deleted, and the network namespaces the sandboxes had, which only the CRI
-# teardown would remove, unmounted and deleted.
+# exit), containers deleted, and what only the CRI teardown would remove: the network namespaces
+# the sandboxes had, unmounted and deleted, and libcni's cached results of their networks (in
+# /var/lib/cni/results whatever the CNI config says: containerd 1.6 has no setting for it).
 remove_containers() {
   containerd_ok >/dev/null 2>&1 || return 0
   local id netns=() ns
@@ -478,6 +483,7 @@ for n in spec.get("linux", {}).get("namespaces", []):
         print(n["path"])' 2>/dev/null) || true
     [[ -n $ns ]] && netns+=("$ns")
     ctr_node tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
+    rm -f /var/lib/cni/results/*-"$id"-*
   done
   for id in $(ctr_node tasks ls -q); do ctr_node tasks rm -f "$id" >/dev/null 2>&1 || true; done
   for id in $(ctr_node containers ls -q); do ctr_node containers rm "$id" >/dev/null 2>&1 || true; done
