@@ -7,8 +7,8 @@ Skipped when the node is not running (tools/kube-node.sh start), failed under BR
 Every test works in a namespace of its own, deleted at the end (the controller-manager finalizes it).
 """
 
+import http.server
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -200,48 +200,39 @@ def test_restricted_pod_reads_the_api_with_in_cluster_credentials(node_env, api)
         core.delete_namespace(name)
 
 
-class _OneLineServer(object):
-    """A TCP server on 127.0.0.1 that answers each connection with one line."""
+class _Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"hello from the host\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-    def __init__(self, line):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
-        self.line = line
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn = self.sock.accept()[0]
-            except OSError:
-                return
-            with conn:
-                conn.sendall(self.line.encode() + b"\n")
-
-    def close(self):
-        self.sock.close()
+    def log_message(self, *args):
+        pass
 
 
 def test_pod_reaches_an_exposed_host_port(node_env, api, namespace):
-    server = _OneLineServer("hello from the host")
+    """A service of the host on 127.0.0.1 (as slurmrestd, Ray or the simulators listen), exposed to
+    the pods at KUBE_NODE_HOST_ADDR."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
     try:
-        exposed = subprocess.run([NODE_SCRIPT, "expose", str(server.port)], capture_output=True, text=True,
+        exposed = subprocess.run([NODE_SCRIPT, "expose", str(port)], capture_output=True, text=True,
                                  check=False, timeout=120)
         assert exposed.returncode == 0, exposed.stderr
         core = client.CoreV1Api(api)
-        host = node_env["KUBE_NODE_HOST_ADDR"]
-        core.create_namespaced_pod(namespace, busybox_pod(
-            node_env, "reach-host", "nc -w 5 %s %d </dev/null" % (host, server.port)))
+        url = "http://%s:%d/" % (node_env["KUBE_NODE_HOST_ADDR"], port)
+        core.create_namespaced_pod(namespace, busybox_pod(node_env, "reach-host", "wget -q -O - " + url))
         pod = wait_until(lambda: finished(core, namespace, "reach-host"), "pod reach-host to finish")
         logs = kubectl(node_env, "-n", namespace, "logs", "reach-host")
         assert pod.status.phase == "Succeeded", (pod.status, logs.stdout, logs.stderr)
         assert logs.stdout.strip() == "hello from the host"
     finally:
-        subprocess.run([NODE_SCRIPT, "unexpose", str(server.port)], check=False, timeout=60)
-        server.close()
+        subprocess.run([NODE_SCRIPT, "unexpose", str(port)], check=False, timeout=60)
+        server.shutdown()
+        server.server_close()
 
 
 def test_apiserver_proxies_to_a_pod_port(node_env, api, namespace):
