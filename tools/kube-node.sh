@@ -81,6 +81,9 @@ fi
 NETNS=$NODE_NAME
 VETH=$NODE_NAME
 SOCK=$RUN/containerd/containerd.sock
+# Which run dir owns the network namespace: the namespace and its addresses are machine-wide, and a
+# node started from another checkout (another BRIDGE_RUN) must not be torn down from this one.
+owner_file() { echo "/run/bridge-kube-node.$NETNS.owner"; }
 # The "kubernetes" Service (first address of the apiserver's --service-cluster-ip-range).
 SERVICE_RANGE=10.0.0.0/24
 KUBERNETES_SERVICE=10.0.0.1
@@ -202,7 +205,24 @@ build() {
 # ---------------------------------------------------------------------------------------------
 ensure_rule() { in_node iptables -w -t nat -C "$@" 2>/dev/null || in_node iptables -w -t nat -A "$@"; }
 
+# Ours: claimed by this run dir, by none, or by a run dir that is gone.
+network_is_ours() {
+  local owner
+  owner=$(cat "$(owner_file)" 2>/dev/null) || return 0
+  [[ $owner == "$RUN" || ! -d $owner ]]
+}
+
+check_network_is_ours() {
+  network_is_ours && return 0
+  local owner
+  owner=$(cat "$(owner_file)")
+  die "the network namespace $NETNS belongs to the node of $owner; stop it there first" \
+    "(BRIDGE_RUN=${owner%/kube/node} tools/kube-node.sh stop): one node runs on a machine"
+}
+
 ensure_network() {
+  check_network_is_ours
+  echo "$RUN" >"$(owner_file)"
   [[ -e /run/netns/$NETNS ]] || ip netns add "$NETNS"
   if ! ip link show "$VETH" >/dev/null 2>&1; then
     ip link add "$VETH" type veth peer name eth0 netns "$NETNS"
@@ -226,6 +246,7 @@ remove_network() {
   ip route del "$POD_CIDR" via "$NODE_ADDR" 2>/dev/null || true
   ip link del "$VETH" 2>/dev/null || true
   if [[ -e /run/netns/$NETNS ]]; then ip netns del "$NETNS" || log "could not delete netns $NETNS"; fi
+  rm -f "$(owner_file)"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -446,6 +467,7 @@ start() {
   exec 9>"$RUN/.lock"
   flock 9
   control_plane_env
+  check_network_is_ours
   local t0=$SECONDS
   if all_alive && node_ready; then
     write_env
@@ -453,7 +475,7 @@ start() {
     exec 9>&-
     return 0
   fi
-  stop_node              # leftovers of a half-started or crashed node
+  stop_previous          # leftovers of a half-started or crashed node
   build
   local t1=$SECONDS
   printf '%s\n' "NODE_NAME=$NODE_NAME" "HOST_ADDR=$HOST_ADDR" "NODE_ADDR=$NODE_ADDR" \
@@ -512,7 +534,8 @@ remove_cgroups() {
 }
 
 stop_node() {
-  local p
+  local p ours=""
+  network_is_ours && ours=1
   recorded_alive kubelet && terminate 20 "$(recorded_pid kubelet)"
   rm -f "$PID_DIR/kubelet.pid"
   restore_kernel_tunables
@@ -520,12 +543,29 @@ stop_node() {
   rm -f "$PID_DIR/containerd.pid"
   for p in $(forwarded_ports); do unforward "$p"; done
   unmount_all
-  remove_cgroups
-  remove_network
+  # The pod cgroups and the network belong to whichever node runs: only its own run dir removes them.
+  if [[ -n $ours ]]; then
+    remove_cgroups
+    remove_network
+  fi
   # Every sandbox is gone, so are the addresses host-local handed out.
   rm -rf "$RUN/cni/ipam"
   # The shims' sockets are under /run/containerd/s whatever containerd's state dir; empty now.
   rmdir /run/containerd/s /run/containerd 2>/dev/null || true
+}
+
+# stop_node with the settings the node was started with (start reads the environment's).
+stop_previous() {
+  if [[ -f $SETTINGS ]]; then
+    (
+      # shellcheck source=/dev/null
+      source "$SETTINGS"
+      NETNS=$NODE_NAME VETH=$NODE_NAME
+      stop_node
+    )
+  else
+    stop_node
+  fi
 }
 
 stop() {
