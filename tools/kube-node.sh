@@ -37,8 +37,10 @@
 # Settings (read by `start`, remembered for the others): BRIDGE_KUBE_NODE_NAME (bridge-node, also
 # the network namespace and the host-side veth), BRIDGE_KUBE_NODE_HOST_ADDR (10.250.0.1),
 # BRIDGE_KUBE_NODE_ADDR (10.250.0.2), BRIDGE_KUBE_POD_CIDR (10.244.0.0/16); BRIDGE_KUBE_TIMEOUT
-# (seconds to wait for each daemon, 90). One node per machine: the namespace and addresses are
-# global.
+# (seconds to wait for each daemon, 90). One node per machine: the namespace, the addresses and
+# the pod cgroups are global, so the run dir that starts the node claims it
+# (/run/bridge-kube-node.NAME.owner) and a node of another run dir is neither started over nor
+# torn down.
 #
 # Facts this script relies on are in docs real-services.md section 7. Every process it starts is
 # recorded as "PID STARTTIME"; it never kills by name.
