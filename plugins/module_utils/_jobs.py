@@ -157,7 +157,11 @@ def ensure_absent(client, job_id=None, identity=None, check_mode=False, wait=Fal
         result["msg"] = "job %s would be cancelled" % job["job_id"]
         return result
     client.cancel(job["job_id"])
-    final = client.get(job["job_id"])
+    try:
+        final = client.get(job["job_id"])
+    except NotFound:
+        # A manager that deletes what it cancels (Kubernetes) forgets the job at once.
+        final = dict(job, phase="cancelled", terminal=True, failure_class="cancelled", reason="deleted")
     if wait and not final.get("terminal"):
         final, timed_out = wait_for(client, job["job_id"], wait_timeout, poll_interval, sleep=sleep, clock=clock)
         if timed_out:

@@ -28,7 +28,7 @@ options:
       - The resource manager to read.
     type: str
     required: true
-    choices: [lsf, quantum, ray, slurm]
+    choices: [kubernetes, lsf, quantum, ray, slurm]
   identities:
     description:
       - Identities of the jobs to read.

@@ -33,7 +33,7 @@ options:
       - The resource manager that runs the jobs.
     type: str
     required: true
-    choices: [lsf, quantum, ray, slurm]
+    choices: [kubernetes, lsf, quantum, ray, slurm]
   state:
     description:
       - V(present) submits every job whose identity has no job yet; V(absent) cancels every listed
