@@ -64,7 +64,7 @@ options:
     description:
       - How often a read (a get, a list, a delete of a known Job) is retried after a connection error
         or an HTTP 429 or 5xx, with jittered backoff honoring C(Retry-After). A create is never
-        retried: a Job name derived from the identity turns a repeated create into a lookup.
+        retried; a Job name derived from the identity turns a repeated create into a lookup.
     type: int
     default: 3
 requirements:

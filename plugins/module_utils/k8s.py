@@ -658,9 +658,12 @@ class K8sClient(Backend):
             self._call("create", "ConfigMap", name, self.core.create_namespaced_config_map, self.namespace, config_map,
                        idempotent=False)
         except AlreadyExists:
-            # Left by a submit that stopped before its Job, or the racing submit's: same name, same identity.
-            self._call("update", "ConfigMap", name, self.core.patch_namespaced_config_map, name, self.namespace,
-                       {"data": config_map["data"]})
+            # A racing submit's (it owns a Job then: leave its script alone) or one left by a submit
+            # that stopped before creating its Job (no owner: it takes this script).
+            existing = self._call("get", "ConfigMap", name, self.core.read_namespaced_config_map, name, self.namespace)
+            if not existing["metadata"].get("ownerReferences"):
+                self._call("update", "ConfigMap", name, self.core.patch_namespaced_config_map, name, self.namespace,
+                           {"data": config_map["data"]})
         try:
             created = self._call("create", "Job", name, self.batch.create_namespaced_job, self.namespace, job,
                                  idempotent=False)
