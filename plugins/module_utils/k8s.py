@@ -293,7 +293,7 @@ def _pending_reason(pod):
     """(reason, hopeless) of a Pod that has not started."""
     waiting = _container_state(pod, "waiting")
     if waiting and waiting.get("reason") not in (None, "ContainerCreating", "PodInitializing"):
-        text = "%s: %s" % (waiting["reason"], waiting.get("message") or "").rstrip(": ")
+        text = ("%s: %s" % (waiting["reason"], waiting.get("message") or "")).rstrip(": ")
         return text, waiting["reason"] in HOPELESS_WAITING
     scheduled = next((c for c in ((pod.get("status") or {}).get("conditions") or [])
                       if c.get("type") == "PodScheduled"), None)
