@@ -567,6 +567,10 @@ class K8sClient(Backend):
     # -- plumbing
 
     @property
+    def api_version(self):
+        return "batch/v1"
+
+    @property
     def requests_sent(self):
         return self.sent
 
