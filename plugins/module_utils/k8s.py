@@ -386,6 +386,28 @@ def normalize_job(native, pods=()):
 
 # ---------------------------------------------------------------- capacity (pure)
 
+def normalize_local_queue(native):
+    status = native.get("status") or {}
+    return {"name": native["metadata"]["name"], "namespace": native["metadata"].get("namespace"),
+            "cluster_queue": (native.get("spec") or {}).get("clusterQueue"),
+            "pending": status.get("pendingWorkloads"), "admitted": status.get("admittedWorkloads"),
+            "cpus": None, "memory_mb": None, "gpus": None, "native": native}
+
+
+def nominal_quota(cluster_queue, gpu_resource=DEFAULT_GPU_RESOURCE):
+    """{cpus, memory_mb, gpus} of a ClusterQueue: its nominal quotas summed over flavors."""
+    totals = {"cpu": 0.0, "memory": 0.0, gpu_resource: 0.0}
+    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for resource in flavor.get("resources") or []:
+                name, quota = resource.get("name"), resource.get("nominalQuota")
+                if name == "memory":
+                    totals[name] += mebibytes_of(quota)
+                elif name in totals:
+                    totals[name] += cpus_of(quota)
+    return {"cpus": totals["cpu"], "memory_mb": int(totals["memory"]), "gpus": int(totals[gpu_resource])}
+
+
 CPU_UNITS = {"m": 0.001, "": 1.0}
 MEMORY_SUFFIXES = {"": 1.0 / 1048576, "Ki": 1.0 / 1024, "Mi": 1.0, "Gi": 1024.0, "Ti": 1048576.0,
                    "k": 1000.0 / 1048576, "M": 1e6 / 1048576, "G": 1e9 / 1048576, "T": 1e12 / 1048576}
@@ -744,18 +766,24 @@ class K8sClient(Backend):
         nodes = self._call("list", "nodes", None, self.core.list_node).get("items") or []
         return [normalize_node(node, self.gpu_resource) for node in nodes]
 
-    def local_queues(self):
-        """Kueue LocalQueues of the namespace; [] where Kueue is not installed."""
+    def local_queues(self, quotas=False):
+        """Kueue LocalQueues of the namespace ([] where Kueue is not installed); with `quotas`, each
+        with its ClusterQueue's nominal quota (None where that cannot be read)."""
         try:
             body = self._call("list", "LocalQueues", None, self.custom.list_namespaced_custom_object,
                               KUEUE[0], KUEUE[1], self.namespace, KUEUE[2])
         except NotFound:
             return []
-        return [{"name": q["metadata"]["name"], "namespace": q["metadata"].get("namespace"),
-                 "cluster_queue": (q.get("spec") or {}).get("clusterQueue"),
-                 "pending": (q.get("status") or {}).get("pendingWorkloads"),
-                 "admitted": (q.get("status") or {}).get("admittedWorkloads"), "native": q}
-                for q in body.get("items") or []]
+        queues = [normalize_local_queue(q) for q in body.get("items") or []]
+        for queue in queues if quotas else ():
+            try:
+                cluster_queue = self._call("get", "ClusterQueue", queue["cluster_queue"],
+                                           self.custom.get_cluster_custom_object, KUEUE[0], KUEUE[1], "clusterqueues",
+                                           queue["cluster_queue"])
+            except (NotFound, Rejected):
+                continue
+            queue.update(nominal_quota(cluster_queue, self.gpu_resource))
+        return queues
 
     def inventory(self):
         return {"nodes": self.nodes(), "queues": self.local_queues()}
