@@ -30,6 +30,8 @@ import time
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     TERMINAL_PHASES,
     Backend,
+    decode,
+    items,
     newest_by_identity,
     select,
 )
@@ -37,9 +39,11 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AlreadyExists,
     AuthFailed,
     ConnectionFailed,
+    MalformedResponse,
     NotFound,
     Rejected,
     SpecError,
+    Timeout,
     Unsupported,
     error_for_status,
 )
@@ -304,6 +308,8 @@ def _pending_reason(pod):
 
 
 def newest_pod(pods):
+    if not all(isinstance(pod, dict) and isinstance(pod.get("metadata"), dict) for pod in pods):
+        raise TypeError("a Pod must be an object with metadata")
     return max(pods, key=lambda pod: ((pod.get("metadata") or {}).get("creationTimestamp") or "",
                                       (pod.get("metadata") or {}).get("name") or "")) if pods else None
 
@@ -600,24 +606,35 @@ class K8sClient(Backend):
         self.api_client.close()
 
     def _call(self, verb, obj, ident, function, *args, **kwargs):
-        """One API call, its JSON answer as plain data. Reads (idempotent=True) are retried on
-        connection errors, 429 and 5xx with jittered backoff honoring Retry-After; writes never."""
+        """One API call; its JSON answer as plain data, through `parse` when given (an answer of
+        another shape is MalformedResponse naming the call). Reads (idempotent=True) are retried
+        on connection errors, 429 and 5xx with jittered backoff honoring Retry-After; writes never."""
         idempotent = kwargs.pop("idempotent", True)
+        parse = kwargs.pop("parse", None) or _object
+        raw = kwargs.pop("raw", False)
+        endpoint = function.__name__
         attempt = 0
         while True:
             attempt += 1
             self.sent += 1
             try:
                 response = function(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
-                data = response.data
-                return json.loads(data.decode("utf-8")) if data else None
+                if raw:
+                    return (response.data or b"").decode("utf-8", "replace")
+                body = _json(response.data)
             except ApiException as exc:
                 error = self._error(exc, verb, obj, ident)
                 retry_after = (exc.headers or {}).get("Retry-After") if exc.headers else None
             except (Urllib3Error, OSError) as exc:
-                error = ConnectionFailed("%s: %s" % (type(exc).__name__, self.scrub(str(exc))[:300]),
-                                         verb, obj, ident, MANAGER, self.url)
+                kind = Timeout if "timed out" in str(exc).lower() else ConnectionFailed
+                error = kind("%s: %s" % (type(exc).__name__, self.scrub(str(exc))[:300]),
+                             verb, obj, ident, MANAGER, self.url)
                 retry_after = None
+            except ValueError as exc:
+                raise MalformedResponse("%s answered %s; is %s the Kubernetes API?" % (endpoint, exc, self.url),
+                                        verb, obj, ident, MANAGER, self.url, response.status)
+            else:
+                return decode(parse, body, endpoint, MANAGER, self.url, verb, obj, ident)
             if not idempotent or not error.temporary or attempt > self.retries:
                 raise error
             delay = min(2.0 ** (attempt - 1) * 0.5, 10.0) * (0.5 + random.random())
@@ -642,8 +659,9 @@ class K8sClient(Backend):
     # -- domain verbs
 
     def describe(self):
-        version = self._call("read", "version", None, k8s_client.VersionApi(self.api_client).get_code)
-        return {"manager": MANAGER, "url": self.url, "version": (version or {}).get("gitVersion"), "api_version": "batch/v1",
+        version = self._call("read", "version", None, k8s_client.VersionApi(self.api_client).get_code,
+                             parse=_git_version)
+        return {"manager": MANAGER, "url": self.url, "version": version, "api_version": "batch/v1",
                 "namespace": self.namespace}
 
     def render(self, spec):
@@ -687,7 +705,7 @@ class K8sClient(Backend):
             # A racing submit's (it owns a Job then: leave its script alone) or one left by a submit
             # that stopped before creating its Job (no owner: it takes this script).
             existing = self._call("get", "ConfigMap", name, self.core.read_namespaced_config_map, name, self.namespace)
-            if not existing["metadata"].get("ownerReferences"):
+            if not (existing.get("metadata") or {}).get("ownerReferences"):
                 self._call("update", "ConfigMap", name, self.core.patch_namespaced_config_map, name, self.namespace,
                            {"data": config_map["data"]})
         try:
@@ -695,19 +713,20 @@ class K8sClient(Backend):
                                  idempotent=False)
         except AlreadyExists:
             created = self._call("get", "Job", name, self.batch.read_namespaced_job, name, self.namespace)
-            if (created["metadata"].get("annotations") or {}).get(IDENTITY_ANNOTATION) != spec["identity"]:
+            if normalize_job_or_malformed(created, self.url)["identity"] != spec["identity"]:
                 raise AlreadyExists("a Job named '%s' that Bridge did not make for identity '%s' is in the way" % (
                     name, spec["identity"]), "submit", "job", name, MANAGER, self.url, 409)
             return name
-        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": created["metadata"]["uid"],
-                 "blockOwnerDeletion": False}
+        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name, "blockOwnerDeletion": False,
+                 "uid": decode(lambda body: body["metadata"]["uid"], created, "create_namespaced_job", MANAGER, self.url,
+                               "create", "Job", name)}
         self._call("update", "ConfigMap", name, self.core.patch_namespaced_config_map, name, self.namespace,
                    {"metadata": {"ownerReferences": [owner]}})
         return name
 
     def _pods(self, selector):
-        pods = self._call("list", "pods", None, self.core.list_namespaced_pod, self.namespace, label_selector=selector)
-        return pods.get("items") or []
+        return self._call("list", "pods", None, self.core.list_namespaced_pod, self.namespace, label_selector=selector,
+                          parse=_items)
 
     def _with_pods(self, jobs, selector):
         pods = self._pods(selector) if jobs else []
@@ -715,7 +734,8 @@ class K8sClient(Backend):
         for pod in pods:
             for owner in (pod["metadata"].get("ownerReferences") or []):
                 by_job.setdefault(owner.get("uid"), []).append(pod)
-        return [normalize_job(job, by_job.get(job["metadata"].get("uid"), ())) for job in jobs]
+        return decode(lambda natives: [normalize_job(job, by_job.get(job["metadata"].get("uid"), ())) for job in natives],
+                      jobs, "list_namespaced_job", MANAGER, self.url, "read", "jobs")
 
     def get(self, job_id):
         job = self._call("get", "job", job_id, self.batch.read_namespaced_job, job_id, self.namespace)
@@ -728,7 +748,7 @@ class K8sClient(Backend):
                 return []
             selector = "%s in (%s)" % (IDENTITY_LABEL, ",".join(sorted(set(identity_hash(i) for i in identities))))
         jobs = self._call("list", "jobs", None, self.batch.list_namespaced_job, self.namespace,
-                          label_selector=selector).get("items") or []
+                          label_selector=selector, parse=_items)
         return select(self._with_pods(jobs, selector), identities, name, phases)
 
     def find_many(self, identities):
@@ -739,32 +759,30 @@ class K8sClient(Backend):
         Job, then gone, takes its ConfigMap with it."""
         try:
             self._call("delete", "job", job_id, self.batch.delete_namespaced_job, job_id, self.namespace,
-                       body={"propagationPolicy": "Foreground"})
+                       body={"propagationPolicy": "Foreground"}, parse=_deleted)
         except NotFound:
             raise NotFound("no such job", "cancel", "job", job_id, MANAGER, self.url, 404)
 
     def logs(self, job_id, tail_lines=None):
         """The output of the job's newest Pod; empty while no container has started."""
-        pods = self._pods("job-name=%s" % job_id)
-        pod = newest_pod(pods)
+        pod = decode(newest_pod, self._pods("job-name=%s" % job_id), "list_namespaced_pod", MANAGER, self.url,
+                     "read logs of", "job", job_id)
         if pod is None:
             return ""
         kwargs = {"container": CONTAINER}
         if tail_lines:
             kwargs["tail_lines"] = tail_lines
         try:
-            response = self.core.read_namespaced_pod_log(pod["metadata"]["name"], self.namespace,
-                                                         _preload_content=False, _request_timeout=self.timeout, **kwargs)
-            self.sent += 1
-            return response.data.decode("utf-8", "replace")
-        except ApiException as exc:
+            return self._call("read logs of", "job", job_id, self.core.read_namespaced_pod_log, pod["metadata"]["name"],
+                              self.namespace, raw=True, **kwargs)
+        except Rejected as exc:
             if exc.status == 400:
-                return ""  # "container ... is waiting to start"
-            raise self._error(exc, "read logs of", "job", job_id)
+                return ""  # the apiserver's "container "job" ... is waiting to start"
+            raise
 
     def nodes(self):
-        nodes = self._call("list", "nodes", None, self.core.list_node).get("items") or []
-        return [normalize_node(node, self.gpu_resource) for node in nodes]
+        return self._call("list", "nodes", None, self.core.list_node,
+                          parse=lambda body: [normalize_node(node, self.gpu_resource) for node in _items(body)])
 
     def local_queues(self, quotas=False):
         """Kueue LocalQueues of the namespace ([] where Kueue is not installed); with `quotas`, each
@@ -774,7 +792,8 @@ class K8sClient(Backend):
                               KUEUE[0], KUEUE[1], self.namespace, KUEUE[2])
         except NotFound:
             return []
-        queues = [normalize_local_queue(q) for q in body.get("items") or []]
+        queues = decode(lambda b: [normalize_local_queue(q) for q in _items(b)], body, "list_namespaced_custom_object",
+                        MANAGER, self.url, "list", "LocalQueues")
         for queue in queues if quotas else ():
             try:
                 cluster_queue = self._call("get", "ClusterQueue", queue["cluster_queue"],
@@ -782,11 +801,51 @@ class K8sClient(Backend):
                                            queue["cluster_queue"])
             except (NotFound, Rejected):
                 continue
-            queue.update(nominal_quota(cluster_queue, self.gpu_resource))
+            queue.update(decode(lambda b: nominal_quota(b, self.gpu_resource), cluster_queue, "get_cluster_custom_object",
+                                MANAGER, self.url, "get", "ClusterQueue", queue["cluster_queue"]))
         return queues
 
     def inventory(self):
         return {"nodes": self.nodes(), "queues": self.local_queues()}
+
+
+def normalize_job_or_malformed(native, url):
+    return decode(normalize_job, native, "read_namespaced_job", MANAGER, url, "get", "job")
+
+
+def _deleted(body):
+    """A delete answers with the Job (still there, being deleted) or a Status of success."""
+    if _object(body).get("kind") not in ("Job", "Status") or not isinstance(body.get("metadata"), dict):
+        raise TypeError("expected the Job or a Status, got kind %r" % (body.get("kind"),))
+    return body
+
+
+def _git_version(body):
+    version = _object(body)["gitVersion"]
+    if not isinstance(version, str):
+        raise TypeError("gitVersion must be a string")
+    return version
+
+
+def _json(data):
+    """The JSON object of an answer; ValueError saying what came instead."""
+    text = (data or b"").decode("utf-8", "replace").strip()
+    if not text:
+        raise ValueError("an empty body")
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ValueError("something that is not JSON: %r" % text[:80])
+
+
+def _object(body):
+    if not isinstance(body, dict):
+        raise TypeError("expected a JSON object, got %s" % type(body).__name__)
+    return body
+
+
+def _items(body):
+    return items(body, "items", required=True)
 
 
 def _strings(value):
