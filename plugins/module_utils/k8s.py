@@ -506,7 +506,12 @@ class K8sClient(Backend):
         if url:
             cls.require_url(url)
         options = cls.transport_options(get)
-        return cls(kubeconfig=get("kubeconfig"), context=get("context"), kubeconfig_content=get("kubeconfig_content"),
+        # The backend-neutral modules (job, jobs, job_info: the controller's playbooks) have no
+        # environment fallbacks, since `url` means another variable for each backend; these two
+        # options are Kubernetes' alone, so their variables are read here for every caller.
+        kubeconfig, context = [get(name) or next((os.environ[var] for var in cls.ENV[name] if os.environ.get(var)), None)
+                               for name in ("kubeconfig", "context")]
+        return cls(kubeconfig=kubeconfig, context=context, kubeconfig_content=get("kubeconfig_content"),
                    namespace=get("namespace"), url=url, gpu_resource=get("gpu_resource") or DEFAULT_GPU_RESOURCE,
                    **options)
 

@@ -81,6 +81,32 @@ def require_quantum():
     return required(quantum_env(), "the Qiskit Runtime simulator is not running: tools/quantum-runtime.sh start")
 
 
+def kube_node_env():
+    """The env file of tools/kube-control-plane.sh when it runs a node (KUBE_NODE_NAME), else None:
+    Jobs are only run, not just stored, with its controller manager, scheduler and kubelet."""
+    values = read_env_file(os.path.join(RUN, "kube", "env"))
+    return values if values and values.get("KUBE_NODE_NAME") else None
+
+
+def require_kube_node():
+    return required(kube_node_env(), "no Kubernetes node is running: tools/kube-control-plane.sh start (with its kubelet)")
+
+
+def kube_namespace(values, prefix, restricted=True):
+    """A fresh namespace on that cluster, enforcing the `restricted` Pod Security level."""
+    import uuid
+
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(config_file=values["KUBECONFIG"]))
+    name = "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+    labels = {"bridge.dev/test": prefix}
+    if restricted:
+        labels["pod-security.kubernetes.io/enforce"] = "restricted"
+    api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)))
+    return name
+
+
 @contextlib.contextmanager
 def private_service(script, service, settings):
     """A second instance of a service, started by this tree's tools/<script> in a run dir of its own
