@@ -27,6 +27,9 @@ options:
   script:
     description:
       - The job script, starting with an interpreter line such as C(#!/bin/bash). Sent byte-exact.
+      - Except that C($(LAUNCHER)), where the parallel command starts, is replaced by the backend's launcher for
+        the requested tasks and nodes (C(srun) on Slurm, C(blaunch) on LSF for several tasks, nothing for one
+        task on Ray or LSF); C(rendered) shows the result. See docs/spec.md.
       - For the quantum backend, an OpenQASM 3 circuit instead (the default circuit of its PUBs).
       - Required with O(state=present) unless O(script_file) is given.
     type: str

@@ -46,6 +46,12 @@ CAPABILITY_DOCS = {
     "preflight": "checks a spec against the live service before submitting (the check verb)",
 }
 
+# Where a job script's parallel command starts: each backend replaces it with the launcher of the
+# spec's tasks and nodes (Backend.launcher), in render(), so `rendered` shows what is submitted.
+LAUNCHER_TOKEN = "$(LAUNCHER)"
+# A launcher of nothing takes the blanks after the token with it: "$(LAUNCHER) ./a.out" -> "./a.out".
+_NO_LAUNCHER = re.compile(re.escape(LAUNCHER_TOKEN) + r"[ \t]*")
+
 # The options every backend's connection has; a backend adds its own in CONNECTION.
 COMMON_CONNECTION = dict(
     url=dict(type="str"),
@@ -199,8 +205,16 @@ class Backend(object):
         raise NotImplementedError
 
     def render(self, spec):
-        """The native submit request of a normalized spec, shown to users as `rendered`. Pure
-        except for what it must ask the service (Slurm's REST version)."""
+        """The native submit request of a normalized spec, shown to users as `rendered`; compiled
+        from with_launcher(self, spec). Pure except for what it must ask the service (Slurm's REST
+        version)."""
+        raise NotImplementedError
+
+    @classmethod
+    def launcher(cls, spec):
+        """The command that starts the spec's tasks on its nodes, which replaces $(LAUNCHER) in the
+        script ("" when the command runs as it is); SpecError naming the resource field when this
+        backend cannot start that many. Pure; called by with_launcher only for a script with the token."""
         raise NotImplementedError
 
     def check(self, spec):
@@ -247,6 +261,25 @@ class Backend(object):
 
     def close(self):
         self.transport.close()
+
+
+def with_launcher(backend, spec):
+    """The spec with each exact $(LAUNCHER) of its script replaced by backend.launcher(spec); the
+    spec itself when the script has none. The first thing every render() does.
+
+    Only the exact token is replaced ($LAUNCHER, ${LAUNCHER} and $(LAUNCHER_X) are the script's own);
+    there is no escape, since in a shell script $(LAUNCHER) could only run a command named LAUNCHER.
+    The identity was derived from the user's script before, so it does not change.
+    """
+    script = spec.get("script")
+    if not script or LAUNCHER_TOKEN not in script:
+        return spec
+    command = backend.launcher(spec)
+    if command:
+        script = script.replace(LAUNCHER_TOKEN, command)
+    else:
+        script = _NO_LAUNCHER.sub("", script)
+    return dict(spec, script=script)
 
 
 def rfc3339(epoch_seconds):

@@ -34,6 +34,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     items,
     newest_by_identity,
     select,
+    with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AlreadyExists,
@@ -164,14 +165,14 @@ def _job_options(spec):
     return options
 
 
-def _quantity_cpus(resources):
+def one_task(resources):
+    """SpecError naming the field unless the resources ask for one task on one node."""
     if resources["nodes"] and resources["nodes"] > 1:
         raise SpecError("resources.nodes", "a Kubernetes Job of Bridge runs one Pod on one node; give nodes: 1 or none")
     for key in ("tasks", "tasks_per_node"):
         if resources[key] and resources[key] > 1:
             raise SpecError("resources.%s" % key, "a Kubernetes Job of Bridge runs one task (one container); "
                             "give cpus_per_task for more CPUs")
-    return resources["cpus_per_task"]
 
 
 def compile_k8s(spec, namespace, gpu_resource=DEFAULT_GPU_RESOURCE):
@@ -181,7 +182,8 @@ def compile_k8s(spec, namespace, gpu_resource=DEFAULT_GPU_RESOURCE):
             raise SpecError(field, "not supported by the Kubernetes backend: %s" % why)
     options = _job_options(spec)
     resources = spec["resources"]
-    cpus = _quantity_cpus(resources)
+    one_task(resources)
+    cpus = resources["cpus_per_task"]
     identity = spec["identity"]
     name = job_name(identity)
     labels = dict(options.get("labels") or {})
@@ -669,8 +671,14 @@ class K8sClient(Backend):
         return {"manager": MANAGER, "url": self.url, "version": version, "api_version": "batch/v1",
                 "namespace": self.namespace}
 
+    @classmethod
+    def launcher(cls, spec):
+        """Nothing for the one task a Job's Pod runs; more tasks or nodes are refused naming the field."""
+        one_task(spec["resources"])
+        return ""
+
     def render(self, spec):
-        return compile_k8s(spec, self.namespace, self.gpu_resource)
+        return compile_k8s(with_launcher(self, spec), self.namespace, self.gpu_resource)
 
     def check(self, spec):
         rendered = self.render(spec)

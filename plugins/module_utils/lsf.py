@@ -33,6 +33,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     newest_by_identity,
     rfc3339,
     select,
+    with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
@@ -775,8 +776,26 @@ class LsfClient(Backend):
         self.logon()
         return {"manager": MANAGER, "url": self.url, "version": None, "api_version": None, "user": self.user}
 
+    @classmethod
+    def launcher(cls, spec):
+        """blaunch for more than one task; nothing for one, which the job script itself is.
+
+        Without host names blaunch starts one task per job slot on the allocated hosts, and a task
+        of cpus_per_task CPUs holds that many slots (_slots), so that count cannot launch one task
+        per slot."""
+        resources = spec["resources"]
+        slots, _span = _slots(resources)
+        cpus = resources["cpus_per_task"] or 1
+        if not slots or slots == cpus:
+            return ""
+        if cpus > 1:
+            raise SpecError("resources.cpus_per_task", "$(LAUNCHER) is blaunch, which starts one task per job slot, "
+                            "and LSF gives a task of %d CPUs %d slots; launch several multi-CPU tasks yourself "
+                            "(mpirun, or blaunch -z with a host list), or ask for 1 CPU per task" % (cpus, cpus))
+        return "blaunch"
+
     def render(self, spec):
-        return compile_lsf(spec)
+        return compile_lsf(with_launcher(self, spec))
 
     def submit(self, spec):
         """POST the job once through the generic template; never retried. If no answer arrives,

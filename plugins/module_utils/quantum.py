@@ -37,6 +37,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     json_of,
     newest_by_identity,
     select,
+    with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._runtime_results import (
     DEFAULT_MAX_BITSTRINGS,
@@ -1044,8 +1045,15 @@ class QuantumClient(Backend):
 
     # -- jobs
 
+    @classmethod
+    def launcher(cls, spec):
+        """Refused: the script is an OpenQASM 3 circuit, not a shell program with a command to launch."""
+        raise SpecError("script", "$(LAUNCHER) marks where a shell program's parallel command starts; a quantum "
+                        "job's script is an OpenQASM 3 circuit, which the Sampler or Estimator runs as a whole "
+                        "(shots in backend_options.quantum); remove it")
+
     def render(self, spec):
-        return compile_quantum(spec)
+        return compile_quantum(with_launcher(self, spec))
 
     def check(self, spec):
         """Refuse a job the service would refuse or never run: no such device (the error names those

@@ -27,6 +27,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     items,
     json_of,
     rfc3339,
+    with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AlreadyExists,
@@ -107,16 +108,21 @@ def package(script):
     return content, "gcs://_ray_pkg_%s.zip" % hashlib.sha1(content).hexdigest()
 
 
+def one_driver(resources):
+    """SpecError naming the field unless the resources ask for one process on one node."""
+    for field in ("nodes", "tasks", "tasks_per_node"):
+        if resources[field] not in (None, 1):
+            raise SpecError("resources.%s" % field, "a Ray job is one driver process (allowed: 1 or unset); ask for "
+                            "more inside the job (ray.remote tasks and actors), got %d" % resources[field])
+
+
 def compile_submit(spec):
     """The JobSubmitRequest for a spec; `rendered` in module results."""
     for field, why in UNSUPPORTED.items():
         if spec.get(field):
             raise SpecError(field, "not supported by the Ray backend: %s" % why)
     resources = spec["resources"]
-    for field in ("nodes", "tasks", "tasks_per_node"):
-        if resources[field] not in (None, 1):
-            raise SpecError("resources.%s" % field, "a Ray job is one driver process; ask for more inside the job "
-                            "(ray.remote tasks and actors), got %d" % resources[field])
+    one_driver(resources)
     if resources["gpu_type"]:
         raise SpecError("resources.gpu_type", "Ray schedules GPUs by count; select a type with "
                         "backend_options.ray.entrypoint_resources (e.g. accelerator_type:A100) or a label selector")
@@ -317,8 +323,14 @@ class RayClient(Backend):
         return {"manager": MANAGER, "url": self.url, "version": version["ray_version"],
                 "api_version": version["version"]}
 
+    @classmethod
+    def launcher(cls, spec):
+        """Nothing: the entrypoint runs the script's command as the job's one driver process."""
+        one_driver(spec["resources"])
+        return ""
+
     def render(self, spec):
-        return compile_submit(spec)
+        return compile_submit(with_launcher(self, spec))
 
     def upload_package(self, script):
         """PUT the script's working_dir package unless Ray has it; idempotent (content-addressed)."""
@@ -336,7 +348,8 @@ class RayClient(Backend):
 
     def submit(self, spec):
         """Upload the script, then POST the job once. A reused submission_id finds the existing job."""
-        request = self.render(spec)
+        spec = with_launcher(self, spec)
+        request = compile_submit(spec)
         self.upload_package(spec["script"])
         try:
             return self._call("POST", "/api/jobs/", "submit", "job", spec["identity"], json=request, idempotent=False,

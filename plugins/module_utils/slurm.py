@@ -24,6 +24,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     newest_by_identity,
     rfc3339,
     select,
+    with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
@@ -362,6 +363,11 @@ def gpu_count(gres):
 
 # ---------------------------------------------------------------- compiling the spec (pure)
 
+# srun options of $(LAUNCHER), each given when the spec sets its resource.
+SRUN_OPTIONS = (("-n %d", "tasks"), ("-N %d", "nodes"), ("--ntasks-per-node=%d", "tasks_per_node"),
+                ("-c %d", "cpus_per_task"))
+
+
 def gpu_request(spec, legacy):
     resources = spec["resources"]
     if not resources["gpus"]:
@@ -681,8 +687,16 @@ class SlurmClient(Backend):
     def describe(self):
         return dict(self.ping(), manager=MANAGER, url=self.url, cluster=self.cluster)
 
+    @classmethod
+    def launcher(cls, spec):
+        """srun with the counts the spec gives; what it leaves out, srun takes from the job's
+        allocation. cpus_per_task is passed explicitly: srun of Slurm 22.05 stopped reading the
+        SLURM_CPUS_PER_TASK that sbatch sets (its release notes)."""
+        resources = spec["resources"]
+        return " ".join(["srun"] + [option % resources[key] for option, key in SRUN_OPTIONS if resources[key]])
+
     def render(self, spec):
-        return compile_submit(spec, self.api_version)
+        return compile_submit(with_launcher(self, spec), self.api_version)
 
     def submit(self, spec):
         """Submit once; never retried. If no answer arrives, look the identity up before giving up."""

@@ -16,6 +16,9 @@ import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.environ.get("BRIDGE_RUN", os.path.join(REPO, ".run"))
+# The collection under test is this checkout's (tools/bootstrap.sh links it), also when BRIDGE_RUN
+# points at the services another checkout started.
+COLLECTIONS = os.path.join(REPO, ".run", "collections")
 VENV_BIN = os.path.dirname(sys.executable)
 # Helpers shared with tests/unit (fault_server.py) live in tests/.
 if os.path.join(REPO, "tests") not in sys.path:
@@ -134,7 +137,7 @@ def adhoc_with_env_file(env_file, module, *args):
     env = {
         "PATH": VENV_BIN + os.pathsep + "/usr/sbin:/usr/bin:/sbin:/bin",
         "HOME": os.environ.get("HOME", "/root"),
-        "ANSIBLE_COLLECTIONS_PATH": os.path.join(RUN, "collections"),
+        "ANSIBLE_COLLECTIONS_PATH": COLLECTIONS,
         "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
         "ANSIBLE_LOCALHOST_WARNING": "0",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
@@ -157,7 +160,7 @@ def adhoc_result(completed):
 def ansible_env(extra=None):
     env = dict(os.environ)
     env.update({
-        "ANSIBLE_COLLECTIONS_PATH": os.path.join(RUN, "collections"),
+        "ANSIBLE_COLLECTIONS_PATH": COLLECTIONS,
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_RETRY_FILES_ENABLED": "0",

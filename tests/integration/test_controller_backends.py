@@ -28,8 +28,8 @@ import uuid
 
 import pytest
 
-from conftest import (REPO, RUN, lsf_env, quantum_env, ray_env, require_kube_node, require_lsf, require_quantum, require_ray,
-                      require_slurm, slurm_env)
+from conftest import (COLLECTIONS, REPO, RUN, lsf_env, quantum_env, ray_env, require_kube_node, require_lsf, require_quantum,
+                      require_ray, require_slurm, slurm_env)
 from test_controller_e2e import GROUP, PLURAL, VERSION, free_port, kube, wait_for  # noqa: F401 pylint: disable=unused-import
 from test_crd import manifests
 
@@ -53,7 +53,7 @@ def controller(kube, tmp_path_factory):
             [sys.executable, "-m", "bridge_controller.main", "--kubeconfig", env["KUBECONFIG"],
              "--selector", "%s=%s" % (RUN_LABEL, labels[RUN_LABEL]),
              "--playbook-dir", os.path.join(REPO, "playbooks"), "--work-dir", str(tmp_path / "runner"),
-             "--collections-path", os.path.join(RUN, "collections"), "--port", str(free_port()),
+             "--collections-path", COLLECTIONS, "--port", str(free_port()),
              "--bind-address", "127.0.0.1", "--batch-window", "0.3"],
             stdout=log, stderr=subprocess.STDOUT, env=controller_env)
     try:
@@ -152,21 +152,21 @@ def condition(obj, kind):
 
 
 def ray_client(ray):
-    sys.path.insert(0, os.path.join(RUN, "collections"))
+    sys.path.insert(0, COLLECTIONS)
     from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient
 
     return RayClient(ray["RAY_URL"], token=ray.get("RAY_TOKEN") or None)
 
 
 def lsf_client(lsf):
-    sys.path.insert(0, os.path.join(RUN, "collections"))
+    sys.path.insert(0, COLLECTIONS)
     from ansible_collections.bridge.hpc.plugins.module_utils.lsf import LsfClient
 
     return LsfClient(lsf["LSF_PAC_URL"], user=lsf["LSF_USER"], password=lsf["LSF_PASSWORD"])
 
 
 def quantum_client(quantum):
-    sys.path.insert(0, os.path.join(RUN, "collections"))
+    sys.path.insert(0, COLLECTIONS)
     from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient
 
     return QuantumClient(quantum["QUANTUM_URL"], api_key=quantum["QUANTUM_API_KEY"],

@@ -28,7 +28,7 @@ import uuid
 import pytest
 import yaml
 
-from conftest import REPO, RUN, read_env_file, require_slurm
+from conftest import COLLECTIONS, REPO, RUN, read_env_file, require_slurm
 from controller_support import GROUP, PLURAL, VERSION, descendants, free_port, release_all, slurm_backend, slurm_namespace
 from test_controller_e2e import kube, wait_for  # noqa: F401 pylint: disable=unused-import
 from test_crd import apply, manifests
@@ -49,7 +49,7 @@ class Controller:
         self.port = free_port()
         self.args = [sys.executable, "-m", "bridge_controller.main", "--kubeconfig", kubeconfig, "--namespace", namespace,
                      "--playbook-dir", os.path.join(REPO, "playbooks"), "--work-dir", str(self.work_dir),
-                     "--collections-path", os.path.join(RUN, "collections"), "--port", str(self.port),
+                     "--collections-path", COLLECTIONS, "--port", str(self.port),
                      "--bind-address", "127.0.0.1", "--batch-window", "0.3",
                      "--leader-elect", "--lease-namespace", SYSTEM_NAMESPACE, "--lease-name", lease]
         # A stable identity, as POD_NAME is across restarts of a pod's container: the restarted
@@ -128,7 +128,7 @@ def condition(obj, kind):
 
 
 def slurm_client(slurm):
-    sys.path.insert(0, os.path.join(RUN, "collections"))
+    sys.path.insert(0, COLLECTIONS)
     from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
 
     return SlurmClient(slurm["SLURM_URL"], user=slurm["SLURM_USER"], token=slurm["SLURM_JWT"])

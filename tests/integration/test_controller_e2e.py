@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from conftest import REPO, RUN, read_env_file, require_slurm
+from conftest import COLLECTIONS, REPO, RUN, read_env_file, require_slurm
 from controller_support import GROUP, PLURAL, VERSION, free_port, install_crd, slurm_backend, slurm_namespace
 
 KUBE_SCRIPT = os.path.join(REPO, "tools", "kube-control-plane.sh")
@@ -75,7 +75,7 @@ def test_bridgejobs_run_on_real_slurm(kube, tmp_path):
     process = subprocess.Popen(
         [sys.executable, "-m", "bridge_controller.main", "--kubeconfig", env["KUBECONFIG"], "--namespace", namespace,
          "--playbook-dir", os.path.join(REPO, "playbooks"), "--work-dir", str(tmp_path / "runner"),
-         "--collections-path", os.path.join(RUN, "collections"), "--port", str(port), "--bind-address", "127.0.0.1",
+         "--collections-path", COLLECTIONS, "--port", str(port), "--bind-address", "127.0.0.1",
          "--batch-window", "0.3"],
         stdout=open(log_path, "w"), stderr=subprocess.STDOUT, env=controller_env)
     try:
@@ -100,7 +100,7 @@ def test_bridgejobs_run_on_real_slurm(kube, tmp_path):
                 return exc.status == 404
 
         wait_for(gone, bool, timeout=120)
-        sys.path.insert(0, os.path.join(RUN, "collections"))
+        sys.path.insert(0, COLLECTIONS)
         from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
 
         slurm_job = SlurmClient(slurm["SLURM_URL"], user=slurm["SLURM_USER"], token=slurm["SLURM_JWT"]).get(job_id)

@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 
-from conftest import REPO, RUN, require_lsf, require_quantum, require_slurm
+from conftest import COLLECTIONS, REPO, require_lsf, require_quantum, require_slurm
 
 sys.path.insert(0, os.path.join(REPO, "controller"))
 
@@ -23,7 +23,7 @@ def test_batch_submit_poll_cancel_through_ansible_runner(tmp_path, monkeypatch):
     values = require_slurm("22.05")
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     runner = AnsibleRunner(os.path.join(REPO, "playbooks"), str(tmp_path / "runner"),
-                           collections_path=os.path.join(RUN, "collections"), python=sys.executable)
+                           collections_path=COLLECTIONS, python=sys.executable)
     backend = {"type": "slurm", "url": values["SLURM_URL"], "api_version": values["SLURM_API_VERSIONS"].split(",")[0]}
     credentials = {"user": values["SLURM_USER"], "token": values["SLURM_JWT"]}
     run = uuid.uuid4().hex[:8]
@@ -56,7 +56,7 @@ def by_hand(tmp_path, action, extra_vars, secret):
     extra vars a user passes by hand (no BRIDGE_HANDOFF), the output checked for `secret`."""
     import ansible_runner
 
-    envvars = {"ANSIBLE_COLLECTIONS_PATH": os.path.join(RUN, "collections"), "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+    envvars = {"ANSIBLE_COLLECTIONS_PATH": COLLECTIONS, "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
                "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0"}
     # Emptied, so that only `credentials` can set them (a module option falls back to these).
     envvars.update(dict.fromkeys(("QUANTUM_API_KEY", "QUANTUM_SERVICE_CRN", "LSF_USER", "LSF_PASSWORD"), ""))

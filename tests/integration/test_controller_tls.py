@@ -16,7 +16,7 @@ import pytest
 
 import test_controller_backends
 import test_controller_e2e
-from conftest import RUN, Relay, make_certificates, require_slurm
+from conftest import COLLECTIONS, Relay, make_certificates, require_slurm
 from test_controller_backends import Namespace, condition, phase_of, slurm_backend
 from test_controller_e2e import wait_for
 
@@ -72,7 +72,7 @@ def test_without_the_ca_the_certificate_is_refused_and_nothing_is_submitted(cont
     assert phase_of(refused) == "Pending" and not refused["status"].get("jobId")
     assert condition(refused, "Submitted")["status"] == "False"
 
-    sys.path.insert(0, os.path.join(RUN, "collections"))
+    sys.path.insert(0, COLLECTIONS)
     from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
 
     plain = SlurmClient(slurm["SLURM_URL"], user=slurm["SLURM_USER"], token=slurm["SLURM_JWT"])

@@ -110,3 +110,19 @@ def test_demo_playbook_prints_the_job_output():
     output = open(log_path).read()
     assert "phase=completed" in output and "exit_code=0" in output
     assert "Hello from Slurm job" in output
+
+
+@pytest.mark.parametrize("target", ["launcher_slurm:slurm-%s" % version for version in SLURM_VERSIONS]
+                         + ["launcher_lsf:lsf"])
+def test_launcher_playbook(target, tmp_path):
+    """$(LAUNCHER): really srun on Slurm; blaunch in the rendered script on the LSF simulator."""
+    name, backend = target.split(":")
+    values = require_lsf() if backend == "lsf" else require_slurm(backend.split("-", 1)[1])
+    log_path = str(tmp_path / "playbook.log")
+    extra = {"run_id": "%s-%s" % (RUN_ID, backend.replace(".", ""))}
+    process = start_playbook(os.path.join(PLAYBOOKS, name + ".yml"), extra, ansible_env(values), log_path)
+    returncode = process.wait(timeout=300)
+    with open(log_path) as handle:
+        output = handle.read()
+    assert returncode == 0, "playbook failed against %s:\n%s" % (target, output[-6000:])
+    assert "failed=0" in output

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import RUN, private_service, read_env_file, require_quantum
+from conftest import COLLECTIONS, private_service, read_env_file, require_quantum
 from controller_support import free_port
 
 MEASURE = "OPENQASM 3.0;\nbit[1] c;\nc[0] = measure $0;\n"
@@ -18,7 +18,7 @@ MEASURE = "OPENQASM 3.0;\nbit[1] c;\nc[0] = measure $0;\n"
 def bridge():
     """The collection's module_utils as the playbooks find them (.run/collections), imported the way
     the controller tests import their clients."""
-    sys.path.insert(0, os.path.join(RUN, "collections"))
+    sys.path.insert(0, COLLECTIONS)
     from ansible_collections.bridge.hpc.plugins.module_utils import _errors, _jobs, _spec, quantum
 
     return {"errors": _errors, "jobs": _jobs, "spec": _spec, "client": quantum.QuantumClient}

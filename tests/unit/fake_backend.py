@@ -26,6 +26,10 @@ class FakeBackend(Backend):
         self.polls = {}
         self.lookups = 0
 
+    @classmethod
+    def launcher(cls, spec):
+        return ""
+
     def render(self, spec):
         return {"rendered": spec["identity"]}
 

@@ -19,6 +19,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     Backend,
     newest_by_identity,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
 from ansible_collections.bridge.hpc.plugins.module_utils import k8s, lsf, quantum, ray, slurm
@@ -106,6 +107,33 @@ def test_normalized_jobs_have_one_shape(name):
             assert job[key] is None or RFC3339.match(job[key]), (key, job[key])
         assert job["end_time"] is None or job["terminal"]
         assert isinstance(job["native"], dict)
+
+
+# What each backend's $(LAUNCHER) becomes for one task, and for 4 tasks on 2 nodes: the command, or
+# ("refused", the field its SpecError names). A new backend declares its own here.
+LAUNCHERS = {
+    "slurm": ("srun", "srun -n 4 -N 2"),
+    "lsf": ("", "blaunch"),
+    "ray": ("", ("refused", "resources.nodes")),
+    "quantum": (("refused", "script"), ("refused", "script")),
+    "kubernetes": ("", ("refused", "resources.nodes")),
+    "fake": ("", ""),
+}
+
+
+@pytest.mark.parametrize("name, backend", EVERY_BACKEND)
+def test_every_backend_declares_its_launcher(name, backend):
+    assert name in LAUNCHERS, "declare what $(LAUNCHER) becomes on backend %s in LAUNCHERS" % name
+    assert backend.launcher.__func__ is not Backend.launcher.__func__, "%s does not implement launcher" % name
+    one = normalize_spec({"script": "#!/bin/sh\n$(LAUNCHER) true\n"})
+    many = normalize_spec({"script": "#!/bin/sh\n$(LAUNCHER) true\n", "resources": {"tasks": 4, "nodes": 2}})
+    for spec, expected in zip((one, many), LAUNCHERS[name]):
+        if isinstance(expected, tuple):
+            with pytest.raises(SpecError) as refused:
+                backend.launcher(spec)
+            assert refused.value.field == expected[1]
+        else:
+            assert backend.launcher(spec) == expected
 
 
 @pytest.mark.parametrize("name, backend", EVERY_BACKEND)

@@ -346,3 +346,13 @@ contexts:
     client = k8s.K8sClient.from_options(options.get)
     assert (client.url, client.namespace) == ("https://proxy.example:8443", "mine")
     assert client.api_client.configuration.host == "https://proxy.example:8443"
+
+
+def test_the_launcher_is_nothing_for_the_one_task_and_refused_for_more(stub):
+    client = stub.client()
+    one = spec(script="#!/bin/sh\n$(LAUNCHER) ./a.out\n")
+    assert client.render(one)["config_map"]["data"]["script"] == "#!/bin/sh\n./a.out\n"
+    assert one["identity"] == "step:1"
+    with pytest.raises(SpecError) as refused:
+        client.render(spec(script="#!/bin/sh\n$(LAUNCHER) ./a.out\n", resources={"tasks": 4}))
+    assert refused.value.field == "resources.tasks"
