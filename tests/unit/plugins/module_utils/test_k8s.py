@@ -125,11 +125,12 @@ def fixture_cases():
         yield os.path.relpath(path, os.path.join(FIXTURES, "kubernetes"))
 
 
+ANY = object()  # the Job controller deletes a Pod past its deadline: it may be gone, or killed by either signal
 EXPECTED = {
     # case: (phase, failure_class, exit_code, native_state)
     "completed": ("completed", None, 0, "Complete"),
     "exit3": ("failed", "non_zero_exit", 3, "Failed"),
-    "deadline": ("failed", "timeout", 137, "Failed"),
+    "deadline": ("failed", "timeout", ANY, "Failed"),
     "oom": ("failed", "out_of_memory", 137, "Failed"),
     "evicted": ("failed", "node_failure", 137, "Failed"),
     "running": ("running", None, None, "Running"),
@@ -148,8 +149,8 @@ def test_failure_classes_from_job_and_pod_statuses(path):
     job = k8s.normalize_job(body["job"], body["pods"])
     case = os.path.basename(path)[len("job_"):-len(".json")]
     phase, failure_class, exit_code, native_state = EXPECTED[case]
-    assert (job["phase"], job["failure_class"], job["native_state"], job["exit_code"]) == (
-        phase, failure_class, native_state, exit_code)
+    assert (job["phase"], job["failure_class"], job["native_state"]) == (phase, failure_class, native_state)
+    assert exit_code is ANY or job["exit_code"] == exit_code
     assert job["identity"] == body["job"]["metadata"]["annotations"]["bridge.dev/identity"]
     if case in ("unschedulable", "insufficient"):
         assert job["reason"].startswith("Unschedulable: 0/")
