@@ -320,14 +320,8 @@ def test_kubernetes_bridgejobs_run_on_the_controllers_own_cluster(controller):
     namespace.core.patch_namespace(namespace.name, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
     batch = client.BatchV1Api(controller.api_client)
     options = {"kubernetes": {"image": "localhost/bridge/busybox:latest", "image_pull_policy": "Never"}}
-    for name, script in (("ok", "#!/bin/sh
-echo "fine in $(pwd)"
-"), ("exit3", "#!/bin/sh
-exit 3
-"),
-                         ("sleeper", "#!/bin/sh
-sleep 300
-")):
+    for name, script in (("ok", "#!/bin/sh\necho \"fine in $(pwd)\"\n"), ("exit3", "#!/bin/sh\nexit 3\n"),
+                         ("sleeper", "#!/bin/sh\nsleep 300\n")):
         namespace.bridgejob(name, {"type": "kubernetes"}, script=script, backendOptions=options,
                             resources={"cpusPerTask": 1, "memory": "32M"})
     job = manifests(os.path.join(REPO, "deploy", "samples", "kubernetes.yaml"))[0]
