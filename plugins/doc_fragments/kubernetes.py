@@ -39,7 +39,7 @@ options:
     type: str
   gpu_resource:
     description:
-      - The extended resource O(resources.gpus) requests, such as C(amd.com/gpu) or C(gpu.intel.com/i915).
+      - The extended resource the job spec's C(resources.gpus) requests, such as C(amd.com/gpu) or C(gpu.intel.com/i915).
     type: str
     default: nvidia.com/gpu
   url:

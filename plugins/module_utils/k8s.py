@@ -867,4 +867,3 @@ def _strings(value):
     if isinstance(value, list):
         return [s for item in value for s in _strings(item)]
     return [value] if isinstance(value, str) else []
-
