@@ -160,8 +160,7 @@ def ensure_absent(client, job_id=None, identity=None, check_mode=False, wait=Fal
     try:
         final = client.get(job["job_id"])
     except NotFound:
-        # A manager that deletes what it cancels (Kubernetes) forgets the job at once.
-        final = dict(job, phase="cancelled", terminal=True, failure_class="cancelled", reason="deleted")
+        final = forgotten(job)
     if wait and not final.get("terminal"):
         final, timed_out = wait_for(client, job["job_id"], wait_timeout, poll_interval, sleep=sleep, clock=clock)
         if timed_out:
@@ -172,6 +171,12 @@ def ensure_absent(client, job_id=None, identity=None, check_mode=False, wait=Fal
     result["job"] = final
     result["diff"] = {"before": summary(job), "after": summary(final)}
     return result
+
+
+def forgotten(job):
+    """A cancelled job its manager no longer knows: one that deletes what it cancels (Kubernetes)
+    forgets the job at once."""
+    return dict(job, phase="cancelled", terminal=True, failure_class="cancelled", reason="deleted")
 
 
 def ensure_many_present(client, specs, check_mode=False):
@@ -232,8 +237,8 @@ def ensure_many_absent(client, identities, check_mode=False, wait=False, wait_ti
     deadline = clock() + wait_timeout
     while wait and cancelled:
         now = client.find_many(cancelled)
-        for identity, job in now.items():
-            results[identity]["job"] = job
+        for identity in cancelled:
+            results[identity]["job"] = now.get(identity) or forgotten(results[identity]["job"])
         cancelled = [identity for identity in cancelled if identity in now and not now[identity].get("terminal")]
         if not cancelled or clock() >= deadline:
             break

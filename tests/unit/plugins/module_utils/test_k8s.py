@@ -357,3 +357,13 @@ def test_the_launcher_is_nothing_for_the_one_task_and_refused_for_more(stub):
     with pytest.raises(SpecError) as refused:
         client.render(spec(script="#!/bin/sh\n$(LAUNCHER) ./a.out\n", resources={"tasks": 4}))
     assert refused.value.field == "resources.tasks"
+
+
+def test_many_absent_reports_a_job_deleted_at_once_as_cancelled(stub):
+    from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_many_absent
+
+    client = stub.client()
+    client.submit(spec())
+    [result] = ensure_many_absent(client, ["step:1"], wait=True, poll_interval=0.01, sleep=lambda s: None)
+    assert result["changed"] and not result["failed"]
+    assert (result["job"]["phase"], result["job"]["terminal"], result["job"]["failure_class"]) == ("cancelled", True, "cancelled")
