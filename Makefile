@@ -1,7 +1,9 @@
 # Two commands on a fresh machine:
 #   make demo   installs what it needs, starts a local Slurm 22.05 and runs playbooks/demo.yml
 #   make test   runs the whole suite against real Slurm 22.05, 24.11 and 26.05, a real Ray head and
-#               a real kube-apiserver + etcd (built once from the Go module proxy, cached in ~/.cache)
+#               a real Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
+#               kube-scheduler) and a real node (containerd + kubelet in a network namespace of its
+#               own), built once from the Go module proxy and cached in ~/.cache
 #               and the LSF Application Center simulator (tests/simulators/lsf_pac.py) and the IBM
 #               Qiskit Runtime simulator (tests/simulators/quantum_runtime.py: qiskit-aer on fake devices)
 SHELL := /bin/bash
@@ -43,6 +45,7 @@ services:
 	for version in $(SLURM_VERSIONS); do tools/slurm-cluster.sh start $$version; done
 	tools/ray-cluster.sh start
 	tools/kube-control-plane.sh start
+	tools/kube-node.sh start
 	tools/lsf-pac.sh start
 	tools/quantum-runtime.sh start
 
@@ -66,6 +69,7 @@ bench-controller: bootstrap
 stop:
 	tools/slurm-cluster.sh stop all
 	tools/ray-cluster.sh stop
+	tools/kube-node.sh stop
 	tools/kube-control-plane.sh stop
 	tools/lsf-pac.sh stop
 	tools/quantum-runtime.sh stop

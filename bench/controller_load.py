@@ -118,8 +118,11 @@ class Plane:
     """The private control plane: its own run dir and ports, so a shared apiserver is never touched."""
 
     def __init__(self, run_dir, api_port, etcd_port, etcd_peer_port):
+        # kube-controller-manager and kube-scheduler serve /healthz on ports of their own too.
         self.env = dict(os.environ, BRIDGE_RUN=run_dir, BRIDGE_KUBE_API_PORT=str(api_port),
-                        BRIDGE_KUBE_ETCD_PORT=str(etcd_port), BRIDGE_KUBE_ETCD_PEER_PORT=str(etcd_peer_port))
+                        BRIDGE_KUBE_ETCD_PORT=str(etcd_port), BRIDGE_KUBE_ETCD_PEER_PORT=str(etcd_peer_port),
+                        BRIDGE_KUBE_CONTROLLER_MANAGER_PORT=str(free_port()),
+                        BRIDGE_KUBE_SCHEDULER_PORT=str(free_port()))
         self.run_dir = run_dir
         self.kubeconfig = None
 

@@ -1,51 +1,70 @@
 #!/usr/bin/env bash
-# Build, start, stop and inspect a real single-node Kubernetes control plane (etcd + kube-apiserver
-# only: no controller-manager, scheduler or kubelet) for tests and the demo.
+# Build, start, stop and inspect a real single-node Kubernetes control plane (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler) for tests and the demo; tools/kube-node.sh adds a node
+# (containerd + kubelet) that runs pods.
 #
-#   tools/kube-control-plane.sh build|start|stop [--wipe]|status|env
+#   tools/kube-control-plane.sh build|start|stop [--wipe]|status|env|bindir
 #   tools/kube-control-plane.sh gomod [KUBE_VERSION [ETCD_VERSION]]   (maintainers: re-pin)
 #
-# Both binaries are built from source through the Go module proxy out of the wrapper modules
-# tools/kube/apiserver and tools/kube/etcd and cached in
-# ${XDG_CACHE_HOME:-~/.cache}/bridge/kube/<hash of their go.mod/go.sum>/bin, so only the first
-# build is slow (about 7 minutes on 2 busy cores, plus ~1 GB of module downloads; the Go caches,
-# GOMODCACHE and GOCACHE at their defaults, grow by ~3.2 GB). A start then takes 3-5 s.
+# The binaries (the control plane's, kubelet and kubectl) are built from source through the Go
+# module proxy out of the wrapper modules tools/kube/apiserver and tools/kube/etcd and cached in
+# ${XDG_CACHE_HOME:-~/.cache}/bridge/kube/<hash of their go.mod/go.sum>/bin (`bindir` prints it), so
+# only the first build is slow (about 7 minutes on 2 busy cores for etcd and kube-apiserver, plus
+# ~1 GB of module downloads; the other four take about 5 more minutes; the Go caches, GOMODCACHE
+# and GOCACHE at their defaults, grow by ~4 GB). A start then takes 5-7 s. kubectl is linked at
+# ${BRIDGE_RUN:-<repo>/.run}/bin/kubectl.
 #
-# The run dir is ${BRIDGE_RUN:-<repo>/.run}/kube: pki/ (CA, serving cert, admin client cert in
-# system:masters, service-account keys; made once), etcd/ (data), log/, admin.kubeconfig and env
-# (mode 0600: KUBECONFIG, KUBE_API, KUBE_VERSION, KUBE_CA_FILE, KUBE_ADMIN_CERT, KUBE_ADMIN_KEY).
-# `stop` keeps the data; `stop --wipe` deletes the run dir. Everything listens on 127.0.0.1;
-# ports (read by `start`, remembered for the others):
-# BRIDGE_KUBE_API_PORT (6443), BRIDGE_KUBE_ETCD_PORT (2479), BRIDGE_KUBE_ETCD_PEER_PORT (2480).
-# Also: BRIDGE_KUBE_TIMEOUT (seconds to wait for each daemon, 90), BRIDGE_KUBE_BUILD_PROCS (go
-# build -p, 2; the build runs under nice -n 10).
+# The run dir is ${BRIDGE_RUN:-<repo>/.run}/kube: pki/ (CA, serving cert, client certs of the admin
+# in system:masters, of the controller-manager, the scheduler and the apiserver towards kubelets,
+# service-account keys; made once, missing client certs added at a start), etcd/ (data), log/,
+# *.kubeconfig and env (mode 0600: KUBECONFIG, KUBECTL, KUBE_API, KUBE_VERSION, KUBE_CA_FILE,
+# KUBE_ADMIN_CERT, KUBE_ADMIN_KEY). The apiserver has the ServiceAccount and PodSecurity admission
+# plugins (pods get a projected token; the controller-manager makes every namespace's "default"
+# ServiceAccount and kube-root-ca.crt ConfigMap, collects garbage and finalizes deleted namespaces)
+# and the Node and RBAC authorizers. `stop` stops the node first (tools/kube-node.sh stop) and keeps
+# the data; `stop --wipe` deletes the run dir. Everything listens on 127.0.0.1; ports (read by
+# `start`, remembered for the others): BRIDGE_KUBE_API_PORT (6443), BRIDGE_KUBE_ETCD_PORT (2479),
+# BRIDGE_KUBE_ETCD_PEER_PORT (2480), BRIDGE_KUBE_CONTROLLER_MANAGER_PORT (10257),
+# BRIDGE_KUBE_SCHEDULER_PORT (10259). Also: BRIDGE_KUBE_TIMEOUT (seconds to wait for each daemon,
+# 90), BRIDGE_KUBE_BUILD_PROCS (go build -p, 2; the build runs under nice -n 10).
 #
-# Facts this script relies on are in docs real-services.md section 4. Every process it starts is
-# recorded as "PID STARTTIME" so that a stale pid file never matches a live process; it never
-# kills by name.
+# Facts this script relies on are in docs real-services.md sections 4 and 7. Every process it
+# starts is recorded as "PID STARTTIME" so that a stale pid file never matches a live process; it
+# never kills by name.
 set -euo pipefail
+# The header lines that `usage` prints.
+USAGE_LINES=2,8
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUN=${BRIDGE_RUN:-$REPO/.run}/kube
 MODS=$REPO/tools/kube
 CACHE_BASE=${XDG_CACHE_HOME:-$HOME/.cache}/bridge/kube
 # Bump when the way the binaries are built changes (flags, ldflags): it is part of the cache key.
-RECIPE=1
+RECIPE=2
 TIMEOUT=${BRIDGE_KUBE_TIMEOUT:-90}
 PID_DIR=$RUN/pids
 PKI=$RUN/pki
-DAEMONS=(etcd kube-apiserver)
+# Stable links to the built binaries that users call (kubectl), whatever the cache key.
+BIN_LINKS=${BRIDGE_RUN:-$REPO/.run}/bin
+# Started in this order, stopped in the reverse one.
+DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+# What the wrapper module tools/kube/apiserver builds (k8s.io/kubernetes/cmd/NAME).
+KUBE_TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet)
 
 die() { echo "kube-control-plane: $*" >&2; exit 1; }
 log() { echo "kube-control-plane: $*" >&2; }
 # shellcheck source=tools/lib/procs.sh
 source "$REPO/tools/lib/procs.sh"
+# shellcheck source=tools/lib/kube.sh
+source "$REPO/tools/lib/kube.sh"
 
 # `start` writes its ports to <run>/kube/settings; the other commands read them back.
 SETTINGS=$RUN/settings
 API_PORT=${BRIDGE_KUBE_API_PORT:-6443}
 ETCD_PORT=${BRIDGE_KUBE_ETCD_PORT:-2479}
 ETCD_PEER_PORT=${BRIDGE_KUBE_ETCD_PEER_PORT:-2480}
+CONTROLLER_MANAGER_PORT=${BRIDGE_KUBE_CONTROLLER_MANAGER_PORT:-10257}
+SCHEDULER_PORT=${BRIDGE_KUBE_SCHEDULER_PORT:-10259}
 if [[ ${1:-} != start && -f $SETTINGS ]]; then
   # shellcheck source=/dev/null
   source "$SETTINGS"
@@ -85,14 +104,15 @@ gomod() {
   godebug=$(grep '^godebug' "$mod" || true)
   mkdir -p "$MODS/apiserver" "$MODS/etcd"
   {
-    echo "// Wrapper module: builds kube-apiserver $kv from the Go module proxy."
+    echo "// Wrapper module: builds $(echo "${KUBE_TOOLS[*]}" | sed 's/ /, /g; s/\(.*\), /\1 and /') $kv from the Go module proxy."
     echo "// Generated by tools/kube-control-plane.sh gomod; edit there, not here."
     echo "module bridge.invalid/tools/kube/apiserver"
     echo
     echo "$goline"
     [[ -n $godebug ]] && { echo; echo "$godebug"; }
     echo
-    echo "tool k8s.io/kubernetes/cmd/kube-apiserver"
+    local t
+    for t in "${KUBE_TOOLS[@]}"; do echo "tool k8s.io/kubernetes/cmd/$t"; done
     echo
     echo "require k8s.io/kubernetes $kv"
     echo
@@ -118,7 +138,12 @@ gomod() {
   log "wrote $MODS/{apiserver,etcd}/go.{mod,sum} for kube $kv, etcd $ev"
 }
 
-built() { local b; b=$(BIN_DIR); [[ -f $b/../.complete && -x $b/kube-apiserver && -x $b/etcd ]]; }
+built() {
+  local b t
+  b=$(BIN_DIR)
+  [[ -f $b/../.complete && -x $b/etcd ]] || return 1
+  for t in "${KUBE_TOOLS[@]}"; do [[ -x $b/$t ]] || return 1; done
+}
 
 # Build both binaries into a temp dir next to the cache entry and rename it into place only when
 # both are done, so a half-built entry is never taken as complete. One build at a time (flock).
@@ -142,7 +167,7 @@ build() {
   trap "rm -rf '$tmp'" EXIT
   chmod 0755 "$tmp"
   mkdir -p "$tmp/bin"
-  log "building kube-apiserver $kv and etcd $ev (cold: ~7 min on 2 cores; log: $blog)"
+  log "building ${KUBE_TOOLS[*]} $kv and etcd $ev (cold: ~7 min on 2 cores; log: $blog)"
   # What hack/lib/version.sh would stamp; without it /version says v0.0.0-master.
   local minor=${kv#v1.}; minor=${minor%%.*}
   local date pkg ldflags=""
@@ -156,9 +181,9 @@ build() {
     (cd "$MODS/etcd" && CGO_ENABLED=0 nice -n 10 go build -p "$procs" -trimpath -buildvcs=false \
        -ldflags "-s -w" -o "$tmp/bin/etcd" go.etcd.io/etcd/server/v3) &&
     (cd "$MODS/apiserver" && CGO_ENABLED=0 nice -n 10 go build -p "$procs" -trimpath -buildvcs=false \
-       -ldflags "-s -w$ldflags" -o "$tmp/bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+       -ldflags "-s -w$ldflags" -o "$tmp/bin/" "${KUBE_TOOLS[@]/#/k8s.io/kubernetes/cmd/}")
   } >"$blog" 2>&1 || { tail -n 30 "$blog" >&2; die "build failed (log: $blog)"; }
-  echo "kube-apiserver $kv, etcd $ev, built $date in $((SECONDS - t0))s" >"$tmp/.complete"
+  echo "${KUBE_TOOLS[*]} $kv, etcd $ev, built $date in $((SECONDS - t0))s" >"$tmp/.complete"
   rm -rf "$dir"
   mv -T "$tmp" "$dir"
   trap - EXIT
@@ -171,37 +196,12 @@ build() {
 # Process bookkeeping (starttime, recorded_alive, recorded_pid, terminate: tools/lib/procs.sh)
 # ---------------------------------------------------------------------------------------------
 
-# setsid does not fork here (a background job of a non-interactive shell is no group leader),
-# so $! is the daemon.
-launch() {
-  local name=$1; shift
-  mkdir -p "$PID_DIR" "$RUN/log"
-  [[ -f $RUN/log/$name.log ]] && mv -f "$RUN/log/$name.log" "$RUN/log/$name.log.1"
-  # In the run dir, not the caller's: a daemon must outlive the directory it was started from.
-  setsid env --chdir="$RUN" "$@" </dev/null >"$RUN/log/$name.log" 2>&1 8>&- 9>&- &
-  local pid=$!
-  echo "$pid $(starttime "$pid")" >"$PID_DIR/$name.pid"
-}
-
-wait_for() {
-  local what=$1 pidname=$2; shift 2
-  local deadline=$((SECONDS + TIMEOUT))
-  until "$@" >/dev/null 2>&1; do
-    if ! recorded_alive "$pidname" || ((SECONDS >= deadline)); then
-      local why="did not come up within ${TIMEOUT}s"
-      recorded_alive "$pidname" || why="exited"
-      log "$what $why; last lines of $RUN/log/$pidname.log:"
-      tail -n 25 "$RUN/log/$pidname.log" >&2 2>/dev/null || true
-      return 1
-    fi
-    sleep 0.2
-  done
-}
-
-# The apiserver first (it would log etcd errors while draining), then etcd.
+# In the reverse order of the start: the apiserver before etcd (it would log etcd errors while
+# draining), its clients before the apiserver.
 stop_processes() {
-  local d
-  for d in kube-apiserver etcd; do
+  local i d
+  for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do
+    d=${DAEMONS[i]}
     recorded_alive "$d" && terminate 20 "$(recorded_pid "$d")"
     rm -f "$PID_DIR/$d.pid"
   done
@@ -211,17 +211,6 @@ stop_processes() {
 # ---------------------------------------------------------------------------------------------
 # PKI, kubeconfig, env
 # ---------------------------------------------------------------------------------------------
-# sign NAME SUBJ EXT: key + cert signed by the CA in the current directory.
-sign() {
-  local name=$1 subj=$2 ext=$3
-  openssl req -new -nodes -newkey rsa:2048 -keyout "$name.key" -subj "$subj" -out "$name.csr" 2>/dev/null
-  printf '%s\n' "basicConstraints=critical,CA:FALSE" "subjectKeyIdentifier=hash" \
-    "authorityKeyIdentifier=keyid,issuer" "$ext" >"$name.ext"
-  openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
-    -sha256 -extfile "$name.ext" -out "$name.crt" 2>/dev/null
-  rm -f "$name.csr" "$name.ext"
-}
-
 # Made once; in a temp dir renamed into place, so an interrupted run leaves no half PKI.
 ensure_pki() {
   [[ -f $PKI/.complete ]] && return 0
@@ -250,52 +239,46 @@ ensure_pki() {
   mv -T "$tmp" "$PKI"
 }
 
-write_kubeconfig() {
-  local b64="base64 -w0"
-  (umask 077
-   cat >"$RUN/admin.kubeconfig.tmp" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: bridge
-  cluster:
-    server: $API
-    certificate-authority-data: $($b64 "$PKI/ca.crt")
-users:
-- name: bridge-admin
-  user:
-    client-certificate-data: $($b64 "$PKI/admin.crt")
-    client-key-data: $($b64 "$PKI/admin.key")
-contexts:
-- name: bridge
-  context:
-    cluster: bridge
-    user: bridge-admin
-    namespace: default
-current-context: bridge
-EOF
-  )
-  mv -f "$RUN/admin.kubeconfig.tmp" "$RUN/admin.kubeconfig"
+# Client certificates added after the first PKI (an existing run dir gets them at its next start):
+# the controller-manager's and the scheduler's identities, which the RBAC bootstrap policy binds,
+# and the apiserver's own for the kubelets (logs, exec, port-forward, proxy).
+ensure_component_certs() {
+  ensure_client_cert "$PKI" kube-controller-manager "/CN=system:kube-controller-manager" ||
+    die "generating the control plane's client certificates failed"
+  ensure_client_cert "$PKI" kube-scheduler "/CN=system:kube-scheduler" ||
+    die "generating the control plane's client certificates failed"
+  ensure_client_cert "$PKI" apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" ||
+    die "generating the control plane's client certificates failed"
+  local c
+  for c in admin kube-controller-manager kube-scheduler; do
+    write_kubeconfig "$RUN/$c.kubeconfig" "$API" "$PKI" "$c"
+  done
 }
 
 kcurl() { curl -sf -m 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "$@"; }
 ready() { [[ "$(kcurl "$API/readyz" 2>/dev/null)" == ok ]]; }
+# The controller-manager and the scheduler serve /healthz to anyone, with a self-signed certificate.
+healthz() { [[ "$(curl -sfk -m 3 "https://127.0.0.1:$1/healthz")" == ok ]]; }
 etcd_ok() { curl -sf -m 3 "$ETCD_URL/health" | grep -q '"health":"true"'; }
+
+# The kubectl just built, on a path that stays when the cache key changes.
+link_kubectl() {
+  mkdir -p "$BIN_LINKS"
+  ln -sfn "$(BIN_DIR)/kubectl" "$BIN_LINKS/kubectl"
+}
 
 write_env() {
   local version
   version=$(kcurl "$API/version" | sed -n 's/^\s*"gitVersion": "\(.*\)",\?$/\1/p')
-  (umask 077
-   cat >"$RUN/env.tmp" <<EOF
+  write_private "$RUN/env" <<EOF
 KUBECONFIG=$RUN/admin.kubeconfig
+KUBECTL=$BIN_LINKS/kubectl
 KUBE_API=$API
 KUBE_VERSION=${version:-$(kube_version)}
 KUBE_CA_FILE=$PKI/ca.crt
 KUBE_ADMIN_CERT=$PKI/admin.crt
 KUBE_ADMIN_KEY=$PKI/admin.key
 EOF
-  )
-  mv -f "$RUN/env.tmp" "$RUN/env"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -306,7 +289,7 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 start_daemons() {
   local bin p
   bin=$(BIN_DIR)
-  for p in "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT"; do
+  for p in "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" "$CONTROLLER_MANAGER_PORT" "$SCHEDULER_PORT"; do
     port_free "$p" || die "port 127.0.0.1:$p is already in use (set BRIDGE_KUBE_*_PORT)"
   done
   mkdir -p "$RUN/etcd"
@@ -319,9 +302,11 @@ start_daemons() {
     --unsafe-no-fsync=true --log-level=warn
   wait_for "etcd" etcd etcd_ok || return 1
 
-  # ServiceAccount admission is off: it would refuse pods in namespaces without a "default"
-  # ServiceAccount, which only kube-controller-manager creates. No endpoint reconciler: the
-  # "kubernetes" Endpoints may not hold a loopback address (it logged an error every 10 s).
+  # No endpoint reconciler: the "kubernetes" Endpoints may not hold a loopback address (it logged
+  # an error every 10 s); a node reaches the apiserver through its own DNAT of 10.0.0.1:443
+  # (tools/kube-node.sh). Nodes are reached at their InternalIP only: a Hostname address of a
+  # node names nothing that resolves here. Privileged containers allowed, as kubeadm does:
+  # PodSecurity admission decides per namespace.
   launch kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers="$ETCD_URL" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
@@ -332,11 +317,39 @@ start_daemons() {
     --service-account-key-file="$PKI/sa.pub" \
     --service-account-signing-key-file="$PKI/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 \
-    --authorization-mode=RBAC \
-    --disable-admission-plugins=ServiceAccount \
+    --allow-privileged=true \
+    --authorization-mode=Node,RBAC \
+    --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP \
     --endpoint-reconciler-type=none \
     --profiling=false
-  wait_for "kube-apiserver (/readyz)" kube-apiserver ready
+  wait_for "kube-apiserver (/readyz)" kube-apiserver ready || return 1
+
+  # One instance each, so no leader election (it would only delay the start by a lease).
+  # --use-service-account-credentials: each controller acts as its own ServiceAccount in
+  # kube-system, as in kubeadm clusters, so RBAC shows what each one does.
+  launch kube-controller-manager "$bin/kube-controller-manager" \
+    --kubeconfig="$RUN/kube-controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$RUN/kube-controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$RUN/kube-controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port="$CONTROLLER_MANAGER_PORT" \
+    --controllers='*' --leader-elect=false \
+    --root-ca-file="$PKI/ca.crt" \
+    --service-account-private-key-file="$PKI/sa.key" \
+    --use-service-account-credentials=true \
+    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --profiling=false
+  launch kube-scheduler "$bin/kube-scheduler" \
+    --kubeconfig="$RUN/kube-scheduler.kubeconfig" \
+    --authentication-kubeconfig="$RUN/kube-scheduler.kubeconfig" \
+    --authorization-kubeconfig="$RUN/kube-scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" \
+    --leader-elect=false --profiling=false
+  wait_for "kube-controller-manager (/healthz)" kube-controller-manager \
+    healthz "$CONTROLLER_MANAGER_PORT" || return 1
+  wait_for "kube-scheduler (/healthz)" kube-scheduler healthz "$SCHEDULER_PORT"
 }
 
 start() {
@@ -344,8 +357,9 @@ start() {
   exec 9>"$RUN/.lock"
   flock 9
   local t0=$SECONDS
-  if recorded_alive etcd && recorded_alive kube-apiserver && [[ -f $PKI/.complete ]] && ready; then
-    write_kubeconfig
+  if all_alive && [[ -f $PKI/.complete ]] && ready; then
+    ensure_component_certs
+    link_kubectl
     write_env
     log "already running at $API (env refreshed: $RUN/env)"
     exec 9>&-
@@ -356,9 +370,10 @@ start() {
   local t1=$SECONDS
   ensure_pki
   printf '%s\n' "API_PORT=$API_PORT" "ETCD_PORT=$ETCD_PORT" "ETCD_PEER_PORT=$ETCD_PEER_PORT" \
-    >"$SETTINGS"
+    "CONTROLLER_MANAGER_PORT=$CONTROLLER_MANAGER_PORT" "SCHEDULER_PORT=$SCHEDULER_PORT" >"$SETTINGS"
+  ensure_component_certs
+  link_kubectl
   start_daemons || { stop_processes; exit 1; }
-  write_kubeconfig
   write_env
   exec 9>&-
   log "up at $API in $((SECONDS - t1))s (total $((SECONDS - t0))s); env: $RUN/env"
@@ -368,6 +383,9 @@ stop() {
   local wipe=${1:-}
   [[ -z $wipe || $wipe == --wipe ]] || die "unknown option '$wipe' (stop takes only --wipe)"
   [[ -d $RUN ]] || return 0
+  # A node's containers, mounts and network namespace first: they live under $RUN/node, and a
+  # kubelet without an apiserver would only retry.
+  if [[ -d $RUN/node ]]; then "$REPO/tools/kube-node.sh" stop || die "stopping the node failed"; fi
   exec 9>"$RUN/.lock"
   flock 9
   stop_processes
@@ -380,10 +398,15 @@ stop() {
   exec 9>&-
 }
 
+all_alive() {
+  local d
+  for d in "${DAEMONS[@]}"; do recorded_alive "$d" || return 1; done
+}
+
 status() {
-  local d n=0 b="binaries not built"
+  local n b="binaries not built"
   built && b="binaries built"
-  for d in "${DAEMONS[@]}"; do recorded_alive "$d" && n=$((n + 1)); done
+  n=$(alive_count)
   if ((n == ${#DAEMONS[@]})) && [[ -f $PKI/.complete ]] && ready; then
     echo "kube $(kube_version) running $API"
   elif ((n == ${#DAEMONS[@]})); then
@@ -395,21 +418,12 @@ status() {
   fi
 }
 
-usage() { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-
-main() {
-  (($# >= 1)) || usage
-  local cmd=$1; shift
-  case $cmd in
-    build)  (($# == 0)) || usage; build ;;
-    start)  (($# == 0)) || usage; start ;;
-    stop)   (($# <= 1)) || usage; stop "$@" ;;
-    status) (($# == 0)) || usage; status ;;
-    env)    (($# == 0)) || usage; [[ -f $RUN/env ]] || die "no env file; run: $0 start"
-            cat "$RUN/env" ;;
-    gomod)  (($# <= 2)) || usage; gomod "$@" ;;
+more_verbs() {
+  case $1 in
+    gomod)  (($# <= 3)) || usage; shift; gomod "$@" ;;
+    bindir) (($# == 1)) || usage; built || die "binaries not built; run: $0 build"; BIN_DIR ;;
     *) usage ;;
   esac
 }
 
-main "$@"
+kube_main "$@"

@@ -37,6 +37,8 @@ die() { echo "slurm-cluster: $*" >&2; exit 1; }
 log() { echo "slurm-cluster: $*" >&2; }
 # shellcheck source=tools/lib/procs.sh
 source "$REPO/tools/lib/procs.sh"
+# shellcheck source=tools/lib/host-packages.sh
+source "$REPO/tools/lib/host-packages.sh"
 
 # ---------------------------------------------------------------------------------------------
 # Per-version settings. Sets the globals used by everything below.
@@ -129,31 +131,6 @@ wait_for() {
 # ---------------------------------------------------------------------------------------------
 # Installation
 # ---------------------------------------------------------------------------------------------
-missing_host_packages() {
-  local p
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
-  done
-}
-
-apt_install_host() {
-  local missing
-  missing=$(missing_host_packages "$@")
-  [[ -z $missing ]] && return 0
-  log "installing on the host: ${missing//$'\n'/ }"
-  # Without a policy-rc.d, postinst scripts would start the stock munge/slurm services.
-  local own_policy=""
-  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d
-    own_policy=1
-  fi
-  # shellcheck disable=SC2086
-  apt-get install -y -q --no-install-recommends $missing >/dev/null ||
-    { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $missing >/dev/null; }
-  [[ -n $own_policy ]] && rm -f /usr/sbin/policy-rc.d
-  return 0
-}
-
 is_mounted() { awk -v p="$1" '$2 == p { f = 1 } END { exit !f }' /proc/mounts; }
 
 # proc, sys, dev, dev/pts: what apt's postinst scripts and the daemons need. Plain (non-recursive)

@@ -61,8 +61,8 @@ def controller(kube, tmp_path_factory):
     finally:
         process.send_signal(signal.SIGTERM)
         returncode = process.wait(timeout=120)
-        # Namespaces are never finalized here (no kube-controller-manager): release what is left
-        # so that nothing waits on a controller that is gone.
+        # A deleted namespace waits for its BridgeJobs' finalizers, which only the controller
+        # removes: release what is left so that nothing waits on a controller that is gone.
         custom = client.CustomObjectsApi(api_client)
         selector = "%s=%s" % (RUN_LABEL, labels[RUN_LABEL])
         for item in custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, label_selector=selector)["items"]:

@@ -13,7 +13,8 @@ dropped" is a real severed TCP connection, not a mock. Checked here:
 
 The CRD is deploy/crd.yaml when it exists; until then a minimal one (schema
 x-kubernetes-preserve-unknown-fields) is created, only if no bridgejobs CRD is installed. Each test
-uses a fresh namespace: without kube-controller-manager a deleted namespace never goes away.
+uses a fresh namespace: a deleted one lingers (Terminating) until kube-controller-manager has
+emptied it.
 """
 
 import os

@@ -1,7 +1,8 @@
 """deploy/ against a real kube-apiserver: the BridgeJob CRD's admission rules and the controller's RBAC.
 
-The control plane is tools/kube-control-plane.sh (etcd + kube-apiserver, RBAC on, no
-controller-manager): namespaces are never finalized there, so every run works in a fresh one.
+The control plane is tools/kube-control-plane.sh (etcd, kube-apiserver with RBAC, kube-controller-manager,
+kube-scheduler): a deleted namespace lingers (Terminating) until it is emptied, so every run works in a
+fresh one.
 """
 
 import copy
@@ -193,7 +194,7 @@ def namespace(deployed):
     yield name
     for item in objects.list_namespaced_custom_object(GROUP, VERSION, name, PLURAL)["items"]:
         objects.delete_namespaced_custom_object(GROUP, VERSION, name, PLURAL, item["metadata"]["name"])
-    # Stays Terminating without kube-controller-manager; its objects are gone already.
+    # Its objects are gone already; kube-controller-manager finalizes the namespace in the background.
     core.delete_namespace(name)
 
 
@@ -587,7 +588,7 @@ def test_controller_cannot_do_what_it_does_not_need(controller, objects, namespa
 
 
 def test_deployment_passes_server_side_dry_run_and_restricted_pod_security(deployed):
-    """deployment.yaml is not applied (no kubelet here to run it) but the apiserver must accept it,
+    """deployment.yaml is only dry-run here (admission is what this test checks): the apiserver must accept it,
     and its pod must pass the namespace's Pod Security level (enforced on pods, not Deployments)."""
     dynamic = DynamicClient(deployed)
     deployment = manifests(os.path.join(DEPLOY, "deployment.yaml"))[0]
