@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 import pytest
 import yaml
@@ -85,14 +86,18 @@ def require_quantum():
 
 
 def kube_node_env():
-    """The env file of tools/kube-control-plane.sh when it runs a node (KUBE_NODE_NAME), else None:
-    Jobs are only run, not just stored, with its controller manager, scheduler and kubelet."""
-    values = read_env_file(os.path.join(RUN, "kube", "env"))
+    """The env file of the node tools/kube-node.sh runs (KUBE_NODE_NAME, and the control plane's
+    values) when it runs, else None: only then are Jobs run, not just stored."""
+    status = subprocess.run([os.path.join(REPO, "tools", "kube-node.sh"), "status"], capture_output=True, text=True,
+                            check=False, env=dict(os.environ, BRIDGE_RUN=RUN))
+    if not status.stdout.startswith("node ") or " running " not in status.stdout:
+        return None
+    values = read_env_file(os.path.join(RUN, "kube", "node", "env"))
     return values if values and values.get("KUBE_NODE_NAME") else None
 
 
 def require_kube_node():
-    return required(kube_node_env(), "no Kubernetes node is running: tools/kube-control-plane.sh start (with its kubelet)")
+    return required(kube_node_env(), "no Kubernetes node is running: tools/kube-control-plane.sh start && tools/kube-node.sh start")
 
 
 def kube_namespace(values, prefix, restricted=True):
@@ -107,6 +112,13 @@ def kube_namespace(values, prefix, restricted=True):
     if restricted:
         labels["pod-security.kubernetes.io/enforce"] = "restricted"
     api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)))
+    # Pods need the namespace's "default" ServiceAccount, which the controller-manager creates.
+    for _attempt in range(300):
+        try:
+            api.read_namespaced_service_account("default", name)
+            break
+        except client.exceptions.ApiException:
+            time.sleep(0.1)
     return name
 
 
