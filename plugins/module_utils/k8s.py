@@ -309,6 +309,13 @@ def _pending_reason(pod):
     return None, False
 
 
+def _without_managed_fields(obj):
+    """An object without metadata.managedFields: half its size, and nothing a job's reader needs."""
+    if not obj or "managedFields" not in (obj.get("metadata") or {}):
+        return obj
+    return dict(obj, metadata=dict((k, v) for k, v in obj["metadata"].items() if k != "managedFields"))
+
+
 def newest_pod(pods):
     if not all(isinstance(pod, dict) and isinstance(pod.get("metadata"), dict) for pod in pods):
         raise TypeError("a Pod must be an object with metadata")
@@ -388,7 +395,7 @@ def normalize_job(native, pods=()):
         "partition": labels.get(KUEUE_QUEUE_LABEL),
         "nodes": ((pod or {}).get("spec") or {}).get("nodeName"),
         "pod": ((pod or {}).get("metadata") or {}).get("name"),
-        "native": {"job": native, "pod": pod},
+        "native": {"job": _without_managed_fields(native), "pod": _without_managed_fields(pod)},
     }
 
 
@@ -467,9 +474,9 @@ def check_fits(rendered, nodes, gpu_resource=DEFAULT_GPU_RESOURCE):
             continue
         wanted = mebibytes_of(limits[key]) if key == "memory" else cpus_of(limits[key])
         if not any(node[have] >= wanted for node in candidates):
-            raise SpecError(field, "%s %s requested, but the largest node has %s allocatable (%s)" % (
+            raise SpecError(field, "%s %s requested, but the largest node has %g allocatable (%s)" % (
                 limits[key], unit, max(node[have] for node in candidates),
-                ", ".join("%s: %s" % (node["name"], node[have]) for node in candidates[:5])))
+                ", ".join("%s: %g" % (node["name"], node[have]) for node in candidates[:5])))
     fits = [n for n in candidates if all(
         n[have] >= (mebibytes_of(limits[key]) if key == "memory" else cpus_of(limits[key]))
         for key, have in (("cpu", "cpus"), ("memory", "memory_mb"), (gpu_resource, "gpus")) if key in limits)]

@@ -252,7 +252,7 @@ error:
   description: The typed error when the task failed on a Bridge error.
   returned: on failure
   type: dict
-  sample: {"type": "SpecError", "field": "resources.cpus_per_task", "reason": "1000 CPUs requested, but the largest node has 4.0 allocatable"}
+  sample: {"type": "SpecError", "field": "resources.cpus_per_task", "reason": "1000 CPUs requested, but the largest node has 4 allocatable (node-1: 4)"}
 """
 
 from ansible.module_utils.basic import AnsibleModule

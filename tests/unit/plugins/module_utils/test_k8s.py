@@ -234,7 +234,7 @@ def test_check_names_the_namespace_the_queue_and_the_resources(stub):
         stub.client().check(spec(queue="team-a"))
     stub.local_queues[("default", "team-a")] = {"metadata": {"name": "team-a", "namespace": "default"}}
     stub.client().check(spec(queue="team-a"))
-    with pytest.raises(SpecError, match="1000 CPUs requested, but the largest node has 4.0") as refused:
+    with pytest.raises(SpecError, match="1000 CPUs requested, but the largest node has 4 allocatable") as refused:
         stub.client().check(spec(resources={"cpus_per_task": 1000}))
     assert refused.value.field == "resources.cpus_per_task"
     with pytest.raises(SpecError) as refused:
