@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from conftest import COLLECTIONS
-from test_controller_e2e import kube  # noqa: F401 pylint: disable=unused-import
+from test_controller_e2e import kube, wait_for  # noqa: F401 pylint: disable=unused-import
 
 sys.path.insert(0, COLLECTIONS)
 
@@ -29,7 +29,8 @@ def namespace(kube):
     name = "k8s-client-%s" % uuid.uuid4().hex[:8]
     client.CoreV1Api(api_client).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
         name=name, labels={"pod-security.kubernetes.io/enforce": "restricted", "bridge.dev/test": "k8s-client"})))
-    return name
+    yield name
+    client.CoreV1Api(api_client).delete_namespace(name)
 
 
 def backend(kubeconfig, namespace):
@@ -105,7 +106,7 @@ def test_the_pod_passes_the_restricted_pod_security_level(kube, namespace):
 def test_delete_propagates_in_the_foreground_and_absent_twice_changes_nothing(kube, namespace):
     from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_absent, ensure_present
 
-    env, _api_client = kube
+    env, api_client = kube
     client = backend(env["KUBECONFIG"], namespace)
     job_spec = spec(client, "cancel:%s" % uuid.uuid4().hex[:6], script="#!/bin/sh\nsleep 600\n")
     assert ensure_present(client, job_spec)["changed"]
@@ -113,6 +114,19 @@ def test_delete_propagates_in_the_foreground_and_absent_twice_changes_nothing(ku
     gone = ensure_absent(client, identity=job_spec["identity"])
     assert gone["changed"] and gone["job"]["phase"] == "cancelled" and gone["job"]["terminal"]
     assert not ensure_absent(client, identity=job_spec["identity"])["changed"]
+    # The garbage collector of kube-controller-manager removes the Job, then its ConfigMap.
+    from kubernetes import client as k8s
+
+    core = k8s.CoreV1Api(api_client)
+
+    def config_map_gone():
+        try:
+            core.read_namespaced_config_map(gone["job"]["job_id"], namespace)
+            return False
+        except k8s.exceptions.ApiException as exc:
+            return exc.status == 404
+
+    wait_for(config_map_gone, bool, timeout=60)
 
 
 def test_a_user_with_the_documented_rbac_runs_jobs_and_nothing_else(kube, namespace, tmp_path):
