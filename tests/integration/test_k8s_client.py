@@ -77,12 +77,12 @@ def test_submits_that_race_make_one_job(kube, namespace):
     identity = "race:%s" % uuid.uuid4().hex[:6]
     results = multiprocessing.Queue()
     racers = [multiprocessing.Process(target=submit_in_a_process, args=(env["KUBECONFIG"], namespace, identity, results))
-              for _ in range(4)]
+              for _racer in range(4)]
     for racer in racers:
         racer.start()
     for racer in racers:
         racer.join(60)
-    ids = [results.get(timeout=5) for _ in racers]
+    ids = [results.get(timeout=5) for _racer in racers]
     assert len(set(ids)) == 1
     client = backend(env["KUBECONFIG"], namespace)
     assert [job["job_id"] for job in client.list(identities=[identity])] == ids[:1]
