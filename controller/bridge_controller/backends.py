@@ -13,12 +13,18 @@ CREDENTIALS = {
     "ray": ("token",),
     "lsf": ("user", "password"),
     "quantum": ("api_key", "service_crn"),
+    # Optional: without a kubeconfig Secret, Jobs run on the controller's own cluster.
+    "kubernetes": ("kubeconfig_content",),
 }
 # The Secret's key of an option, where it is not the option's own name (Secret keys are
 # camelCase by Kubernetes convention).
 SECRET_KEYS = {
     "quantum": {"api_key": "apiKey", "service_crn": "serviceCrn"},
+    "kubernetes": {"kubeconfig_content": "kubeconfig"},
 }
+# Backends whose jobs live in a Kubernetes namespace (the connection option `namespace`): the
+# BridgeJob's own, unless spec.backend.namespace names another.
+NAMESPACED = ("kubernetes",)
 
 
 def credential_keys(backend_type):

@@ -4,6 +4,7 @@ the CA bundle of caConfigMapRef), the credentials Secret, and the script of scri
 Nothing is cached: a Secret or ConfigMap fixed after a failure is read by the next attempt.
 """
 
+from bridge_controller.backends import NAMESPACED
 from bridge_controller.kube import Missing
 from bridge_controller.spec import backend_of
 
@@ -19,6 +20,8 @@ class Resolver:
         """What the runner connects with (the credentials apart): the same for a backend key's CRs."""
         backend = backend_of(obj)
         connection = dict((k, v) for k, v in backend.items() if k in CONNECTION_FIELDS)
+        if backend["type"] in NAMESPACED:
+            connection["namespace"] = backend["job_namespace"] or backend["namespace"]
         if backend["ca"]:
             connection["ca_pem"] = self.kube.read_config_map_key(backend["namespace"], backend["ca"]["name"],
                                                                  backend["ca"].get("key") or "ca.crt")

@@ -69,6 +69,7 @@ def backend_of(obj):
         "api_version": backend.get("apiVersion"),
         "iam_url": backend.get("iamUrl"),
         "validate_certs": backend.get("validateCerts", True),
+        "job_namespace": backend.get("namespace"),
         "secret": (backend.get("credentialsSecretRef") or {}).get("name"),
         "ca": backend.get("caConfigMapRef"),
         "namespace": obj["metadata"].get("namespace"),
@@ -80,7 +81,7 @@ def backend_key(obj):
     backend = backend_of(obj)
     ca = backend["ca"] or {}
     return (backend["namespace"], backend["type"], backend["url"], backend["secret"], backend["api_version"],
-            backend["iam_url"], backend["validate_certs"], ca.get("name"), ca.get("key"))
+            backend["iam_url"], backend["validate_certs"], ca.get("name"), ca.get("key"), backend["job_namespace"])
 
 
 def poll_interval(obj):

@@ -15,9 +15,10 @@ options:
     description:
       - Base URL of the resource manager's REST endpoint; slurmrestd for O(backend=slurm), the Ray dashboard for O(backend=ray),
         LSF Application Center's context root (C(http://pac:8080/platform)) for O(backend=lsf), the Qiskit Runtime
-        API (C(https://quantum.cloud.ibm.com/api/v1)) for O(backend=quantum).
+        API (C(https://quantum.cloud.ibm.com/api/v1)) for O(backend=quantum). Required by every backend but V(kubernetes).
+      - For O(backend=kubernetes), the apiserver's URL, overriding the kubeconfig's C(server); not needed, since the
+        kubeconfig or the in-cluster ServiceAccount says where the apiserver is.
     type: str
-    required: true
   user:
     description:
       - User name the request acts for, where the backend has one (Slurm's C(X-SLURM-USER-NAME)); Ray has none.
@@ -51,6 +52,32 @@ options:
     description:
       - CRN of the IBM Quantum service instance (O(backend=quantum) only).
     type: str
+  kubeconfig:
+    description:
+      - Path of a kubeconfig file (O(backend=kubernetes) only). If not set, the environment variable
+        E(K8S_AUTH_KUBECONFIG) is used; without either (and without O(kubeconfig_content)), the
+        in-cluster ServiceAccount.
+    type: path
+  context:
+    description:
+      - The kubeconfig context to use instead of its current context (O(backend=kubernetes) only);
+        the environment variable E(K8S_AUTH_CONTEXT) if not set.
+    type: str
+  kubeconfig_content:
+    description:
+      - A kubeconfig's content, as YAML text (O(backend=kubernetes) only); used instead of O(kubeconfig).
+      - Never logged, never part of a result or an error message.
+    type: str
+  namespace:
+    description:
+      - The namespace the Kubernetes Jobs live in (O(backend=kubernetes) only); the kubeconfig
+        context's namespace, the ServiceAccount's namespace in-cluster, or C(default).
+    type: str
+  gpu_resource:
+    description:
+      - The extended resource GPUs are counted in (O(backend=kubernetes) only), such as C(amd.com/gpu).
+    type: str
+    default: nvidia.com/gpu
   validate_certs:
     description:
       - Verify the server's TLS certificate.
@@ -73,4 +100,5 @@ options:
     default: 3
 requirements:
   - httpx
+  - kubernetes (the Python client, for O(backend=kubernetes))
 """

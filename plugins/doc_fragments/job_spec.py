@@ -122,7 +122,7 @@ options:
     description:
       - Native request fields per backend, merged over what Bridge compiles; for example the key
         C(slurm) with C(exclusive=user) adds Slurm's C(exclusive) field to the submit request.
-      - Allowed namespaces are the backends, C(slurm), C(ray), C(lsf) and C(quantum); a backend uses only its own.
+      - Allowed namespaces are the backends, C(slurm), C(ray), C(lsf), C(quantum) and C(kubernetes); a backend uses only its own.
       - Bridge does not check these fields against the cluster.
     type: dict
     default: {}

@@ -157,7 +157,10 @@ def ensure_absent(client, job_id=None, identity=None, check_mode=False, wait=Fal
         result["msg"] = "job %s would be cancelled" % job["job_id"]
         return result
     client.cancel(job["job_id"])
-    final = client.get(job["job_id"])
+    try:
+        final = client.get(job["job_id"])
+    except NotFound:
+        final = forgotten(job)
     if wait and not final.get("terminal"):
         final, timed_out = wait_for(client, job["job_id"], wait_timeout, poll_interval, sleep=sleep, clock=clock)
         if timed_out:
@@ -168,6 +171,12 @@ def ensure_absent(client, job_id=None, identity=None, check_mode=False, wait=Fal
     result["job"] = final
     result["diff"] = {"before": summary(job), "after": summary(final)}
     return result
+
+
+def forgotten(job):
+    """A cancelled job its manager no longer knows: one that deletes what it cancels (Kubernetes)
+    forgets the job at once."""
+    return dict(job, phase="cancelled", terminal=True, failure_class="cancelled", reason="deleted")
 
 
 def ensure_many_present(client, specs, check_mode=False):
@@ -228,8 +237,8 @@ def ensure_many_absent(client, identities, check_mode=False, wait=False, wait_ti
     deadline = clock() + wait_timeout
     while wait and cancelled:
         now = client.find_many(cancelled)
-        for identity, job in now.items():
-            results[identity]["job"] = job
+        for identity in cancelled:
+            results[identity]["job"] = now.get(identity) or forgotten(results[identity]["job"])
         cancelled = [identity for identity in cancelled if identity in now and not now[identity].get("terminal")]
         if not cancelled or clock() >= deadline:
             break

@@ -36,8 +36,8 @@ def any_backend_options():
         for name, spec in backend.connection_options().items():
             spec.pop("choices", None)
             options.setdefault(name, spec)
-    # Every backend of today is reached by URL; the backend-neutral modules say so up front.
-    options["url"]["required"] = True
+    # url is required by each backend reached through one (Backend.require_url), not here: the
+    # kubernetes backend finds its apiserver in a kubeconfig or in the cluster it runs in.
     options["backend"] = dict(type="str", required=True, choices=sorted(BACKENDS))
     return options
 

@@ -16,7 +16,8 @@ description:
     named in O(backend) and submitted there, with the lifecycle of the backend's own module
     (M(bridge.hpc.slurm_job) for Slurm). A deterministic identity is looked up before submitting;
     check mode, diff, waiting and cancelling work as there.
-  - Backends available now are V(slurm), V(ray), V(lsf) and V(quantum). For V(quantum) (IBM Quantum) the script is an
+  - Backends available now are V(slurm), V(ray), V(lsf), V(quantum) and V(kubernetes) (a Job per script; see
+    M(bridge.hpc.k8s_job)). For V(quantum) (IBM Quantum) the script is an
     OpenQASM 3 circuit and O(queue) the device; see M(bridge.hpc.quantum_job).
 author:
   - Bridge developers (@bridge-hpc)
@@ -29,7 +30,7 @@ options:
       - The resource manager that runs the job.
     type: str
     required: true
-    choices: [lsf, quantum, ray, slurm]
+    choices: [kubernetes, lsf, quantum, ray, slurm]
 attributes:
   check_mode:
     support: full

@@ -16,7 +16,7 @@ description:
     whatever their number, and returns them normalized like every Bridge job. This is how the
     BridgeJob controller polls every tracked job of a backend once per interval.
   - With O(handoff_pipe), the handed-over object may hold C(identities) and the backend's
-    credentials (C(user) and C(token); C(user) and C(password) for LSF; C(api_key) and C(service_crn) for IBM Quantum).
+    credentials (C(user) and C(token); C(user) and C(password) for LSF; C(api_key) and C(service_crn) for IBM Quantum; C(kubeconfig_content) for Kubernetes).
 author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
@@ -28,7 +28,7 @@ options:
       - The resource manager to read.
     type: str
     required: true
-    choices: [lsf, quantum, ray, slurm]
+    choices: [kubernetes, lsf, quantum, ray, slurm]
   identities:
     description:
       - Identities of the jobs to read.

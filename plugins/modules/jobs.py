@@ -21,7 +21,7 @@ description:
   - Submitted jobs are reported as queued without reading each back; read them all at once with
     M(bridge.hpc.job_info).
   - With O(handoff_pipe), the handed-over object may hold C(jobs), C(wait_timeout) and the backend's
-    credentials (C(user) and C(token); C(user) and C(password) for LSF; C(api_key) and C(service_crn) for IBM Quantum).
+    credentials (C(user) and C(token); C(user) and C(password) for LSF; C(api_key) and C(service_crn) for IBM Quantum; C(kubeconfig_content) for Kubernetes).
 author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
@@ -33,7 +33,7 @@ options:
       - The resource manager that runs the jobs.
     type: str
     required: true
-    choices: [lsf, quantum, ray, slurm]
+    choices: [kubernetes, lsf, quantum, ray, slurm]
   state:
     description:
       - V(present) submits every job whose identity has no job yet; V(absent) cancels every listed

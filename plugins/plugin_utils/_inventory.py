@@ -45,7 +45,7 @@ class InventorySource(object):
     URL_VAR = None         # the hostvar naming the cluster a host comes from
     HOSTS = "hosts"        # what the plugin's hosts are, for messages: "partitions", "nodes"
     URL_NAME = None        # what url is, for messages: "the slurmrestd URL"
-    URL_ENV = None         # the environment variable url falls back to
+    URL_ENV = None         # the environment variable url falls back to; None: url is optional
     PAYLOAD_FORMAT = 1     # bump when the payload changes shape
 
     def verify_file(self, path):
@@ -72,7 +72,7 @@ class InventorySource(object):
         if not HAS_HTTPX:
             raise AnsibleParserError("%s needs the Python library httpx on the controller "
                                      "(pip install httpx)" % self.NAME)
-        if not source["url"]:
+        if self.URL_ENV and not source["url"]:
             raise AnsibleParserError("%s needs %s: set url in the inventory file or the environment "
                                      "variable %s" % (self.NAME, self.URL_NAME, self.URL_ENV))
         client = None

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 import pytest
 import yaml
@@ -82,6 +83,43 @@ def quantum_env():
 
 def require_quantum():
     return required(quantum_env(), "the Qiskit Runtime simulator is not running: tools/quantum-runtime.sh start")
+
+
+def kube_node_env():
+    """The env file of the node tools/kube-node.sh runs (KUBE_NODE_NAME, and the control plane's
+    values) when it runs, else None: only then are Jobs run, not just stored."""
+    status = subprocess.run([os.path.join(REPO, "tools", "kube-node.sh"), "status"], capture_output=True, text=True,
+                            check=False, env=dict(os.environ, BRIDGE_RUN=RUN))
+    if not status.stdout.startswith("node ") or " running " not in status.stdout:
+        return None
+    values = read_env_file(os.path.join(RUN, "kube", "node", "env"))
+    return values if values and values.get("KUBE_NODE_NAME") else None
+
+
+def require_kube_node():
+    return required(kube_node_env(), "no Kubernetes node is running: tools/kube-control-plane.sh start && tools/kube-node.sh start")
+
+
+def kube_namespace(values, prefix, restricted=True):
+    """A fresh namespace on that cluster, enforcing the `restricted` Pod Security level."""
+    import uuid
+
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(config_file=values["KUBECONFIG"]))
+    name = "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+    labels = {"bridge.dev/test": prefix}
+    if restricted:
+        labels["pod-security.kubernetes.io/enforce"] = "restricted"
+    api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)))
+    # Pods need the namespace's "default" ServiceAccount, which the controller-manager creates.
+    for _attempt in range(300):
+        try:
+            api.read_namespaced_service_account("default", name)
+            break
+        except client.exceptions.ApiException:
+            time.sleep(0.1)
+    return name
 
 
 @contextlib.contextmanager

@@ -28,7 +28,8 @@ import uuid
 
 import pytest
 
-from conftest import COLLECTIONS, REPO, RUN, lsf_env, quantum_env, ray_env, require_lsf, require_quantum, require_ray, require_slurm, slurm_env
+from conftest import (COLLECTIONS, REPO, RUN, lsf_env, quantum_env, ray_env, require_kube_node, require_lsf, require_quantum,
+                      require_ray, require_slurm, slurm_env)
 from test_controller_e2e import GROUP, PLURAL, VERSION, free_port, kube, wait_for  # noqa: F401 pylint: disable=unused-import
 from test_crd import manifests
 
@@ -307,6 +308,48 @@ def test_quantum_bridgejobs_complete_with_results_fail_are_cancelled_on_delete_s
                                      for name in ("bell", "zz")), requests
     assert ["POST", "/api/v1/jobs/%s/cancel" % waiting_id] in requests
     namespace.assert_no_secret(("bell", "zz", "paused"))
+
+
+def test_kubernetes_bridgejobs_run_on_the_controllers_own_cluster(controller):
+    """backend.type kubernetes without a Secret: Jobs in the BridgeJob's namespace (which enforces
+    the `restricted` Pod Security level), created once each, through the controller's kubeconfig."""
+    require_kube_node()
+    from kubernetes import client
+
+    namespace = Namespace(controller, "e2e-k8s")
+    namespace.core.patch_namespace(namespace.name, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+    batch = client.BatchV1Api(controller.api_client)
+    options = {"kubernetes": {"image": "localhost/bridge/busybox:latest", "image_pull_policy": "Never"}}
+    for name, script in (("ok", "#!/bin/sh\necho \"fine in $(pwd)\"\n"), ("exit3", "#!/bin/sh\nexit 3\n"),
+                         ("sleeper", "#!/bin/sh\nsleep 300\n")):
+        # No CPU request: the node has 2 CPUs, shared with other tests.
+        namespace.bridgejob(name, {"type": "kubernetes"}, script=script, backendOptions=options,
+                            resources={"memory": "32M"})
+    job = manifests(os.path.join(REPO, "deploy", "samples", "kubernetes.yaml"))[0]
+    # The node pulls nothing: the sample's busybox is the one it has.
+    job["spec"]["backendOptions"] = options
+    job["spec"]["resources"].pop("cpusPerTask")
+    namespace.create(job)
+
+    done = namespace.wait_phase("ok", "Completed")
+    assert done["status"]["exitCode"] == 0 and done["status"]["nativeState"] == "Complete"
+    failed = namespace.wait_phase("exit3", "Failed")
+    assert failed["status"]["failureClass"] == "non_zero_exit" and failed["status"]["exitCode"] == 3
+    assert namespace.wait_phase(job["metadata"]["name"], "Completed")["status"]["exitCode"] == 0
+    job_id = namespace.wait_phase("sleeper", "Running")["status"]["jobId"]
+    jobs = batch.list_namespaced_job(namespace.name, label_selector="app.kubernetes.io/managed-by=bridge").items
+    assert sorted(j.metadata.name for j in jobs) == sorted(namespace.read_status_job_id(name) for name in (
+        "ok", "exit3", "sleeper", job["metadata"]["name"])), "one Job per BridgeJob, in its namespace"
+
+    namespace.delete_and_wait_gone("sleeper")
+
+    def deleted():
+        try:
+            return batch.read_namespaced_job(job_id, namespace.name).metadata.deletion_timestamp is not None
+        except client.exceptions.ApiException as exc:
+            return exc.status == 404
+
+    wait_for(deleted, bool, timeout=60)
 
 
 def test_slurm_script_from_config_map_and_one_that_is_not_there_yet(controller):

@@ -9,7 +9,6 @@ test_controller_backends.py) never logs the token nor leaves it in its runner di
 `controller` fixture checks both when it stops.
 """
 
-import os
 import sys
 
 import pytest

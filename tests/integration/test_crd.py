@@ -30,7 +30,7 @@ CONTROLLER_NAMESPACE = "bridge-system"
 CONTROLLER_ACCOUNT = "bridge-controller"
 INVALID_SAMPLES = sorted(glob.glob(os.path.join(DEPLOY, "samples", "invalid", "*.yaml")))
 MUTABLE_SPEC_FIELDS = ("cancel", "pollInterval")
-SAMPLES = ("slurm.yaml", "ray.yaml", "lsf.yaml", "quantum.yaml")
+SAMPLES = ("slurm.yaml", "ray.yaml", "lsf.yaml", "quantum.yaml", "kubernetes.yaml")
 
 
 def load_all(path):
@@ -177,8 +177,9 @@ def namespace(deployed):
     name = "bridge-crd-%s" % uuid.uuid4().hex[:8]
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"bridge.dev/test": "crd"})))
     for sample_file in SAMPLES:
-        secret = sample(sample_file, "Secret")
-        core.create_namespaced_secret(name, secret)
+        # kubernetes.yaml has none: its Job runs on the controller's own cluster.
+        for secret in [doc for doc in manifests(os.path.join(DEPLOY, "samples", sample_file)) if doc["kind"] == "Secret"]:
+            core.create_namespaced_secret(name, secret)
     objects = client.CustomObjectsApi(deployed)
     # The apiserver serves a new CRD's kind a moment after Established.
     deadline = time.time() + 30
@@ -550,6 +551,29 @@ def test_controller_holds_its_lease_only_in_its_namespace(controller, deployed, 
         forbidden(coordination.list_namespaced_lease, CONTROLLER_NAMESPACE)
     finally:
         client.CoordinationV1Api(deployed).delete_namespaced_lease(name, CONTROLLER_NAMESPACE)
+
+
+def test_controller_runs_kubernetes_jobs_it_cannot_change(controller, namespace):
+    """backend.type kubernetes without a Secret: the controller's own account creates, reads,
+    lists and deletes Jobs and their script's ConfigMap, reads Pods and their logs, and no more."""
+    batch, core = client.BatchV1Api(controller), client.CoreV1Api(controller)
+    name = "rbac-%s" % uuid.uuid4().hex[:6]
+    core.create_namespaced_config_map(namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name), data={"script": "#!/bin/sh\n"}))
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": {"suspend": True, "template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "job", "image": "localhost/bridge/busybox:latest"}]}}}}
+    created = batch.create_namespaced_job(namespace, job)
+    core.patch_namespaced_config_map(name, namespace, {"metadata": {"ownerReferences": [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": created.metadata.uid}]}})
+    assert batch.read_namespaced_job(name, namespace).metadata.uid == created.metadata.uid
+    assert name in [item.metadata.name for item in batch.list_namespaced_job(namespace).items]
+    core.list_namespaced_pod(namespace, label_selector="job-name=%s" % name)
+    core.read_namespace(namespace)
+    core.list_node()
+    forbidden(batch.patch_namespaced_job, name, namespace, {"spec": {"suspend": False}})
+    forbidden(core.delete_namespaced_config_map, name, namespace)
+    forbidden(core.create_namespaced_pod, namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                                                      "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
 
 
 def test_controller_cannot_do_what_it_does_not_need(controller, objects, namespace):

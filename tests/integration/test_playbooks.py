@@ -9,15 +9,18 @@ import uuid
 
 import pytest
 
-from conftest import (REPO, SLURM_VERSIONS, ansible_env, lsf_env, quantum_env, ray_env, require_lsf, require_quantum,
-                      require_ray, require_slurm, slurm_env, start_playbook)
+from conftest import (REPO, SLURM_VERSIONS, ansible_env, kube_namespace, kube_node_env, lsf_env, quantum_env, ray_env,
+                      require_kube_node, require_lsf, require_quantum, require_ray, require_slurm, slurm_env, start_playbook)
 
 PLAYBOOKS = os.path.join(REPO, "tests", "integration", "playbooks")
 RUN_ID = uuid.uuid4().hex[:8]
 # <playbook>:<backend>; the batch pair runs against one Slurm version, Ray and the LSF simulator
 # (quantum_job.yml covers the batch modules for the Qiskit Runtime simulator: its jobs are circuits).
 TARGETS = ["slurm_job:slurm-%s" % version for version in SLURM_VERSIONS] + [
-    "ray_job:ray", "lsf_job:lsf", "quantum_job:quantum", "jobs_batch:slurm-22.05", "jobs_batch:ray", "jobs_batch:lsf"]
+    "ray_job:ray", "lsf_job:lsf", "quantum_job:quantum", "k8s_job:kubernetes", "jobs_batch:slurm-22.05", "jobs_batch:ray",
+    "jobs_batch:lsf"]
+# The token of the broken kubeconfig k8s_job.yml hands over: it must never be printed.
+BAD_KUBECONFIG_TOKEN = "kc-s3cret-%s" % uuid.uuid4().hex
 
 
 def target_env(backend):
@@ -25,6 +28,9 @@ def target_env(backend):
         return lsf_env()
     if backend == "quantum":
         return quantum_env()
+    if backend == "kubernetes":
+        values = kube_node_env()
+        return None if values is None else dict(values, K8S_AUTH_KUBECONFIG=values["KUBECONFIG"])
     if backend == "ray":
         values = ray_env()
         return None if values is None else dict(values, RAY_ADDRESS=values["RAY_URL"])
@@ -43,6 +49,8 @@ def batch_vars(backend, values):
 
 
 def secret_of(values):
+    if values.get("KUBE_NODE_NAME"):
+        return BAD_KUBECONFIG_TOKEN
     return (values.get("SLURM_JWT") or values.get("RAY_TOKEN") or values.get("LSF_PASSWORD")
             or values.get("QUANTUM_API_KEY") or None)
 
@@ -61,6 +69,8 @@ def runs(tmp_path_factory):
         extra = {"run_id": "%s-%s" % (RUN_ID, backend.replace(".", ""))}
         if name == "jobs_batch":
             extra.update(batch_vars(backend, values))
+        if backend == "kubernetes":
+            extra.update(namespace=kube_namespace(values, "playbook"), bad_token=BAD_KUBECONFIG_TOKEN)
         process = start_playbook(os.path.join(PLAYBOOKS, name + ".yml"), extra, ansible_env(values), log_path)
         started[target] = (process, log_path, values)
     yield started
@@ -78,6 +88,8 @@ def test_job_playbook(target, runs):
         require_lsf()
     elif backend == "quantum":
         require_quantum()
+    elif backend == "kubernetes":
+        require_kube_node()
     else:
         require_slurm(backend.split("-", 1)[1])
     process, log_path, values = runs[target]

@@ -3,7 +3,6 @@ a run dir of its own, where one second of max_execution_time and of usage lasts 
 its time limit ends failed with failure_class timeout (the service's Cancelled with reason code
 1305), and a spent instance is refused before submitting. The simulator is not IBM Quantum."""
 
-import os
 import sys
 
 import pytest

@@ -73,6 +73,24 @@ def test_the_crds_per_backend_rules_name_registered_backends_with_what_they_decl
     assert all(BACKENDS[name].CREDENTIALS for name in named_backends(rule_about("credentialsSecretRef")))
 
 
+def test_backend_namespace_is_allowed_exactly_for_the_backends_whose_jobs_live_in_a_namespace():
+    namespaced = set(name for name, backend in BACKENDS.items() if "namespace" in backend.connection_options())
+    assert set(backends.NAMESPACED) == namespaced
+    assert named_backends(rule_about("namespace")) == namespaced
+
+
+def test_the_resolver_puts_kubernetes_jobs_in_the_bridgejobs_namespace_unless_the_backend_names_one():
+    from bridge_controller.resolver import Resolver
+
+    obj = {"metadata": {"namespace": "team-a"}, "spec": {"backend": {"type": "kubernetes"}}}
+    assert Resolver(None).connection(obj) == {"type": "kubernetes", "url": None, "api_version": None, "iam_url": None,
+                                              "validate_certs": True, "namespace": "team-a"}
+    obj["spec"]["backend"]["namespace"] = "batch"
+    assert Resolver(None).connection(obj)["namespace"] == "batch"
+    obj["spec"]["backend"] = {"type": "slurm", "url": "http://slurm:6820"}
+    assert "namespace" not in Resolver(None).connection(obj)
+
+
 def bridgejob_md_backends():
     """{type: (url column, credential keys)} of the Backends table of docs/bridgejob.md."""
     with open(os.path.join(REPO, "docs", "bridgejob.md")) as handle:

@@ -132,6 +132,25 @@ def test_a_ca_bundle_becomes_a_file_the_playbook_gets_the_path_of(tmp_path):
     assert runner._connection({"type": "ray", "url": "http://r"}) == {"type": "ray", "url": "http://r"}
 
 
+def test_the_controllers_kubeconfig_reaches_the_playbooks_as_k8s_auth_kubeconfig(tmp_path, monkeypatch):
+    """backend.type kubernetes without a Secret runs Jobs where the controller itself runs."""
+    import sys
+    import types
+
+    from bridge_controller.runner import AnsibleRunner
+
+    started = []
+    fake = types.SimpleNamespace(run_async=lambda **kwargs: started.append(kwargs) or (None, None))
+    monkeypatch.setitem(sys.modules, "ansible_runner", fake)
+    for kubeconfig in ("/etc/bridge/kubeconfig", None):
+        runner = AnsibleRunner(str(tmp_path / "playbooks"), str(tmp_path / "work"), standby=(), kubeconfig=kubeconfig)
+        runner._start("poll", {"type": "kubernetes", "namespace": "team-a"})
+        runner.close()
+    assert started[0]["envvars"]["K8S_AUTH_KUBECONFIG"] == "/etc/bridge/kubeconfig"
+    assert "K8S_AUTH_KUBECONFIG" not in started[1]["envvars"]
+    assert started[0]["extravars"] == {"backend": {"type": "kubernetes", "namespace": "team-a"}}
+
+
 def test_only_dead_controllers_pipes_and_processes_are_removed(tmp_path):
     import subprocess
     import time

@@ -18,13 +18,22 @@ from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKEN
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 NEUTRAL_MODULES = ("job", "jobs", "job_info")
 ROLE_SUFFIXES = ("_job", "_job_info", "_cluster_info")
-# The third module reads what the manager runs jobs on; IBM Quantum has devices, not a cluster.
-SERVICE_INFO_SUFFIX = {"quantum": "_backend_info"}
+# The third module reads what the manager runs jobs on; IBM Quantum has devices, not a cluster;
+# Kubernetes' nodes and queues are the inventory plugin's (and kubernetes.core.k8s_info's).
+SERVICE_INFO_SUFFIX = {"quantum": "_backend_info", "kubernetes": None}
+# Module names start with the backend's name, or with the short name its community uses.
+MODULE_PREFIX = {"kubernetes": "k8s"}
 
 
 def role_modules(name):
-    return [name + SERVICE_INFO_SUFFIX.get(name, suffix) if suffix == "_cluster_info" else name + suffix
-            for suffix in ROLE_SUFFIXES]
+    prefix = MODULE_PREFIX.get(name, name)
+    modules = []
+    for suffix in ROLE_SUFFIXES:
+        if suffix == "_cluster_info":
+            suffix = SERVICE_INFO_SUFFIX.get(name, suffix)
+        if suffix:
+            modules.append(prefix + suffix)
+    return modules
 
 
 def documented_options(text):
@@ -67,7 +76,8 @@ def test_each_backend_has_its_connection_fragment_modules_and_action_group(name)
     assert groups[name] == role_modules(name)
     for module in role_modules(name):
         assert os.path.exists(os.path.join(REPO, "plugins", "modules", module + ".py"))
-    assert os.path.exists(os.path.join(REPO, "plugins", "action", name + "_job.py")), "script_file is read on the controller"
+    assert os.path.exists(os.path.join(REPO, "plugins", "action", MODULE_PREFIX.get(name, name) + "_job.py")), \
+        "script_file is read on the controller"
     assert os.path.exists(os.path.join(REPO, "docs", "%s.md" % name))
 
 
@@ -111,4 +121,4 @@ def test_each_backends_inventory_plugin_documents_its_connection(name):
         assert re.search(r"never part of (a result or )?an error message", " ".join(documented[secret]["description"]),
                          re.IGNORECASE), secret
     assert plugin.InventoryModule.MANAGER == backend.TITLE
-    assert plugin.InventoryModule.URL_ENV == backend.ENV["url"][0]
+    assert plugin.InventoryModule.URL_ENV == (backend.ENV["url"][0] if backend.URL_NAME else None)

@@ -28,7 +28,8 @@ from fault_server import MODES, FaultServer
 
 TOKEN = "t0ken"
 IDENTITY = "fault-1"
-SPEC = normalize_spec({"script": "#!/bin/bash\ntrue\n", "identity": IDENTITY})
+SPEC = normalize_spec({"script": "#!/bin/bash\ntrue\n", "identity": IDENTITY,
+                       "backend_options": {"kubernetes": {"image": "busybox"}}})
 
 # Answers whose shape is wrong although the HTTP exchange worked: describe must call them malformed.
 WRONG_SHAPE = ("html", "wrong_types", "empty", "huge_list", "not_json_object")
@@ -111,6 +112,12 @@ def client_for(backend, url, auth_url):
     # every secret the backend declares (a token, LSF's password) is the one that must never show.
     options.update((name, "bridge") for name in backend.CREDENTIALS)
     options.update((secret, TOKEN) for secret in backend.SECRETS)
+    if "kubeconfig_content" in backend.SECRETS:
+        # The secret is a whole kubeconfig; its token is what must never show.
+        options["kubeconfig_content"] = json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {"server": url}}], "users": [{"name": "u", "user": {"token": TOKEN}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]})
     return backend.from_options(options.get)
 
 

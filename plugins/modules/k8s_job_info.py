@@ -1,0 +1,127 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: k8s_job_info
+short_description: Read Bridge's Kubernetes Jobs and their output, one by name or identity or a filtered list
+version_added: 0.1.0
+description:
+  - Reads the Jobs M(bridge.hpc.k8s_job) made in O(namespace) (label C(app.kubernetes.io/managed-by=bridge))
+    with their Pods, and returns them normalized, the same shape M(bridge.hpc.k8s_job) returns.
+  - With O(job_id) or O(identity) one job is read, and with O(logs=true) its output from the Pod log API.
+author:
+  - Bridge developers (@bridge-hpc)
+extends_documentation_fragment:
+  - bridge.hpc.kubernetes
+options:
+  job_id:
+    description:
+      - Name of one Job. Fails if there is no such Job (any more).
+    type: str
+  identity:
+    description:
+      - Identity of one job, as given to or derived by M(bridge.hpc.k8s_job). Returns no job if none carries it.
+    type: str
+  name:
+    description:
+      - Only jobs with this name (the spec's name).
+    type: str
+  phases:
+    description:
+      - Only jobs in these normalized phases.
+    type: list
+    elements: str
+    choices: [queued, running, completed, failed, cancelled]
+  include_native:
+    description:
+      - Keep the Job and its newest Pod under C(native) in each job.
+    type: bool
+    default: false
+  logs:
+    description:
+      - With O(job_id) or O(identity), also return the output of the job's newest Pod as RV(log).
+    type: bool
+    default: false
+  logs_tail_lines:
+    description:
+      - Only the last lines of the output; 0 for all of it.
+    type: int
+    default: 1000
+attributes:
+  check_mode:
+    support: full
+    description: Reads only.
+notes:
+  - Needs C(batch/jobs) list and get, C(pods) list and, for O(logs), C(pods/log) get in O(namespace).
+seealso:
+  - module: bridge.hpc.k8s_job
+"""
+
+EXAMPLES = r"""
+- name: One job with its output
+  bridge.hpc.k8s_job_info:
+    identity: "step-{{ run_id }}"
+    logs: true
+  register: step
+
+- name: Everything still waiting or running in the namespace
+  bridge.hpc.k8s_job_info:
+    namespace: research
+    phases: [queued, running]
+  register: active
+"""
+
+RETURN = r"""
+jobs:
+  description: The jobs found, normalized (see M(bridge.hpc.k8s_job) for the fields).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"job_id": "train-1a2b3c4d5e6f", "name": "train", "phase": "running", "nodes": "node-1"}]
+job:
+  description: The one job asked for with O(job_id) or O(identity); null when the identity is not found.
+  returned: when job_id or identity is given
+  type: dict
+  sample: {"job_id": "train-1a2b3c4d5e6f", "phase": "completed", "exit_code": 0}
+log:
+  description: The output (stdout and stderr) of the job's newest Pod; empty while its container has not started.
+  returned: when logs is true and the job exists
+  type: str
+  sample: "hello from train-1a2b3c4d5e6f-x7k2p\n"
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.bridge.hpc.plugins.module_utils._module import (
+    backend_connection_options,
+    client_of,
+    exit_with,
+    job_info_module_args,
+    main_for,
+    read_job_or_list,
+)
+
+
+def read_jobs(module, client):
+    params = module.params
+    result = read_job_or_list(params, client, lambda: client.list(name=params["name"], phases=params["phases"]))
+    if result.get("job") and params["logs"]:
+        result["log"] = client.logs(result["job"]["job_id"], params["logs_tail_lines"] or None)
+    exit_with(module, client, result)
+
+
+def main():
+    module = AnsibleModule(**job_info_module_args(
+        backend_connection_options("kubernetes"), logs=dict(type="bool", default=False),
+        logs_tail_lines=dict(type="int", default=1000)))
+    main_for(module, client_of("kubernetes"), read_jobs)
+
+
+if __name__ == "__main__":
+    main()
