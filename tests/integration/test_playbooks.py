@@ -113,13 +113,21 @@ def test_demo_playbook_prints_the_job_output():
 
 
 @pytest.mark.parametrize("target", ["launcher_slurm:slurm-%s" % version for version in SLURM_VERSIONS]
-                         + ["launcher_lsf:lsf"])
+                         + ["launcher_lsf:lsf", "launcher_ray:ray", "launcher_kubernetes:kubernetes"])
 def test_launcher_playbook(target, tmp_path):
-    """$(LAUNCHER): really srun on Slurm; blaunch in the rendered script on the LSF simulator."""
+    """$(LAUNCHER): really srun on Slurm; blaunch in the rendered script on the LSF simulator; nothing
+    for one task and a refusal for two on Ray and on the Kubernetes node."""
     name, backend = target.split(":")
-    values = require_lsf() if backend == "lsf" else require_slurm(backend.split("-", 1)[1])
+    require = {"lsf": require_lsf, "ray": require_ray, "kubernetes": require_kube_node}.get(backend)
+    if require:
+        require()
+    else:
+        require_slurm(backend.split("-", 1)[1])
+    values = target_env(backend)
     log_path = str(tmp_path / "playbook.log")
     extra = {"run_id": "%s-%s" % (RUN_ID, backend.replace(".", ""))}
+    if backend == "kubernetes":
+        extra.update(namespace=kube_namespace(values, "launcher"))
     process = start_playbook(os.path.join(PLAYBOOKS, name + ".yml"), extra, ansible_env(values), log_path)
     returncode = process.wait(timeout=300)
     with open(log_path) as handle:
