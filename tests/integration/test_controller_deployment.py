@@ -7,12 +7,12 @@ is shared with other test runs, whose BridgeJobs this controller must leave alon
 Deployment becomes Available in the bridge-system namespace under the restricted Pod Security level
 (no admission warning) with its ServiceAccount; a Slurm BridgeJob and a Ray BridgeJob, their
 credentials in Secrets, run to Completed (the Pod reaches slurmrestd and Ray on the node's host
-address, tools/kube-node.sh expose); `kubectl get bj` shows the printer columns; `kubectl logs` of
+address, tools/kube-node.sh expose); a Kubernetes BridgeJob without a Secret runs as a Job through
+the controller's ServiceAccount; `kubectl get bj` shows the printer columns; `kubectl logs` of
 the controller pod and its /metrics through the apiserver's pod proxy; no token in the status, the
-events or the log. Two replicas: exactly one holds the Lease bridge-controller; the leader pod
-deleted, another replica (the standby, or the deleted pod's replacement if it tries first) takes
-the Lease and completes a BridgeJob created after; `kubectl rollout
-restart` (what an image update does) completes and a new pod holds the Lease.
+events or the log. Two replicas: exactly one holds the Lease bridge-controller; with the node
+cordoned, the leader pod deleted, the standby takes the Lease and completes a BridgeJob created
+after; `kubectl rollout restart` (what an image update does) completes and a new pod holds the Lease.
 
 Needs the node to be running already (tools/kube-node.sh start: one node per machine, never started
 here). The Deployment is deleted at the end; the namespace, CRD and RBAC stay (other tests use them).
@@ -171,7 +171,9 @@ def jobs(cluster, deployment):  # pylint: disable=redefined-outer-name
     backends = {"slurm": {"type": "slurm", "url": cluster.host_url(slurm["SLURM_URL"]),
                           "credentialsSecretRef": {"name": "slurm-credentials"},
                           "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]},
-                "ray": {"type": "ray", "url": cluster.host_url(ray["RAY_URL"])}}
+                "ray": {"type": "ray", "url": cluster.host_url(ray["RAY_URL"])},
+                # No Secret: the controller's own cluster, through its in-cluster ServiceAccount.
+                "kubernetes": {"type": "kubernetes"}}
     secret_items = [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-credentials"}, "type": "Opaque",
                      "stringData": {"user": slurm["SLURM_USER"], "token": slurm["SLURM_JWT"]}}]
     if ray.get("RAY_TOKEN"):
@@ -187,10 +189,10 @@ def jobs(cluster, deployment):  # pylint: disable=redefined-outer-name
     ctx = Jobs()
     ctx.namespace = namespace
 
-    def create(name, backend, script):
+    def create(name, backend, script, **spec):
         body = {"apiVersion": "bridge.dev/v1alpha1", "kind": "BridgeJob",
                 "metadata": {"name": name, "labels": {RUN_LABEL: deployment}},
-                "spec": {"backend": backends[backend], "script": script, "pollInterval": 2}}
+                "spec": dict(spec, backend=backends[backend], script=script, pollInterval=2)}
         cluster.kubectl("-n", namespace, "apply", "-f", "-", stdin=json.dumps(body))
 
     def read(name):
@@ -246,6 +248,18 @@ def test_slurm_and_ray_bridgejobs_complete(cluster, jobs):  # pylint: disable=re
     events = cluster.kubectl("-n", jobs.namespace, "get", "events").stdout
     for secret in secrets():
         assert secret not in events
+
+
+def test_kubernetes_bridgejob_runs_through_the_controllers_service_account(cluster, jobs):  # pylint: disable=redefined-outer-name
+    """backend.type kubernetes with no kubeconfig Secret: the controller Pod's playbook authenticates
+    in-cluster (its ServiceAccount, deploy/rbac.yaml) and runs the Job in the BridgeJob's namespace."""
+    options = {"kubernetes": {"image": cluster.node["KUBE_BUSYBOX_IMAGE"], "image_pull_policy": "Never"}}
+    jobs.create("hello-kubernetes", "kubernetes", "#!/bin/sh\necho hello from a pod\n", backendOptions=options)
+    status = jobs.wait_terminal("hello-kubernetes")["status"]
+    assert status["phase"] == "Completed" and status["exitCode"] == 0, status
+    job = cluster.json("-n", jobs.namespace, "get", "job", status["jobId"])
+    assert job["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "bridge", job["metadata"]
+    assert cluster.kubectl("-n", jobs.namespace, "logs", "job/%s" % status["jobId"]).stdout == "hello from a pod\n"
 
 
 def test_logs_and_metrics_of_the_controller_pod(cluster, jobs):  # pylint: disable=redefined-outer-name,unused-argument
