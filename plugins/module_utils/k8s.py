@@ -48,6 +48,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     Unsupported,
     error_for_status,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._spec import one_task_only
 
 try:
     import yaml
@@ -167,12 +168,8 @@ def _job_options(spec):
 
 def one_task(resources):
     """SpecError naming the field unless the resources ask for one task on one node."""
-    if resources["nodes"] and resources["nodes"] > 1:
-        raise SpecError("resources.nodes", "a Kubernetes Job of Bridge runs one Pod on one node; give nodes: 1 or none")
-    for key in ("tasks", "tasks_per_node"):
-        if resources[key] and resources[key] > 1:
-            raise SpecError("resources.%s" % key, "a Kubernetes Job of Bridge runs one task (one container); "
-                            "give cpus_per_task for more CPUs")
+    one_task_only(resources, "a Kubernetes Job of Bridge runs one Pod with one container",
+                  "give cpus_per_task for more CPUs")
 
 
 def compile_k8s(spec, namespace, gpu_resource=DEFAULT_GPU_RESOURCE):

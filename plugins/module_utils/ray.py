@@ -38,6 +38,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     SpecError,
     error_for_status,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._spec import one_task_only
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
 
 MANAGER = "Ray"
@@ -110,10 +111,8 @@ def package(script):
 
 def one_driver(resources):
     """SpecError naming the field unless the resources ask for one process on one node."""
-    for field in ("nodes", "tasks", "tasks_per_node"):
-        if resources[field] not in (None, 1):
-            raise SpecError("resources.%s" % field, "a Ray job is one driver process (allowed: 1 or unset); ask for "
-                            "more inside the job (ray.remote tasks and actors), got %d" % resources[field])
+    one_task_only(resources, "a Ray job is one driver process",
+                  "ask for more inside the job (ray.remote tasks and actors)")
 
 
 def compile_submit(spec):
