@@ -16,14 +16,14 @@ export ANSIBLE_LOCALHOST_WARNING := 0
 export ANSIBLE_INVENTORY_UNPARSED_WARNING := 0
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo test bootstrap unit sanity lint build-check services integration bench bench-controller stop
+.PHONY: demo test bootstrap unit sanity lint build-check services integration molecule bench bench-controller stop
 
 demo: bootstrap
 	tools/slurm-cluster.sh start 22.05
 	set -a; . .run/slurm-22.05/env; set +a; \
 	  ansible-playbook -i localhost, -c local playbooks/demo.yml
 
-test: bootstrap unit sanity lint build-check services integration
+test: bootstrap unit sanity lint build-check services integration molecule
 
 bootstrap:
 	tools/bootstrap.sh
@@ -51,6 +51,10 @@ services:
 
 integration: bootstrap services
 	BRIDGE_REQUIRE_SERVICES=1 pytest -q tests/integration
+
+# The roles' scenarios (roles/*/molecule) against the same services.
+molecule: bootstrap services
+	tools/molecule.sh
 
 bench: bootstrap
 	tools/slurm-cluster.sh start 22.05
