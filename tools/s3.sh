@@ -159,13 +159,17 @@ stop_processes() {
 launch() {
   port_taken && die "something else listens on 127.0.0.1:$PORT; not starting versitygw there (BRIDGE_S3_PORT)"
   ensure_tls
-  mkdir -p "$DATA"
+  # An IAM dir (no users but root) rather than versitygw's single-account mode, which answers an
+  # unknown access key with its own XAdminUserNotFound where S3 (and boto3's callers) expect
+  # InvalidAccessKeyId.
+  mkdir -p "$DATA" "$RUN/iam"
+  chmod 700 "$RUN/iam"
   local bin
   bin=$(cache_dir)/bin/versitygw
   # The root credentials reach versitygw in its environment (readable by root only), not in argv.
   setsid env --chdir="$RUN" ROOT_ACCESS_KEY_ID="$(access_key)" ROOT_SECRET_ACCESS_KEY="$(secret_key)" \
     "$bin" --port "127.0.0.1:$PORT" --cert "$TLS/server.pem" --key "$TLS/server-key.pem" \
-    --region "$REGION" --access-log "$RUN/log/access.log" posix "$DATA" \
+    --region "$REGION" --access-log "$RUN/log/access.log" --iam-dir "$RUN/iam" posix "$DATA" \
     </dev/null >>"$RUN/log/versitygw.out" 2>&1 7>&- 9>&- &
   LAUNCHED=$!
 }
