@@ -131,7 +131,7 @@ answers() {
   [[ "$(curl -s -o /dev/null -m 5 --cacert "$TLS/ca.pem" -w '%{http_code}' "$URL/" 2>/dev/null || true)" =~ ^[1-5][0-9][0-9]$ ]]
 }
 # Something on the port at all, TLS or not, ours or not.
-port_taken() { timeout 2 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$0' "$PORT" 2>/dev/null; }
+port_taken() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; }
 same_settings() { [[ -f $SETTINGS && "$(cat "$SETTINGS")" == "$(settings)" ]]; }
 healthy() { recorded_alive versitygw && same_settings && answers; }
 

@@ -53,7 +53,7 @@ settings() { printf '%s\n' "PORT=$PORT"; }
 # An SSH server greets first with "SSH-2.0-..." (RFC 4253 §4.2): a banner is proof enough.
 answers() {
   local banner
-  banner=$(timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$0 && head -c 8 <&3' "$PORT" 2>/dev/null) || return 1
+  banner=$(timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT && head -c 8 <&3" 2>/dev/null) || return 1
   [[ $banner == SSH-2.0* ]]
 }
 same_settings() { [[ -f $SETTINGS && "$(cat "$SETTINGS")" == "$(settings)" ]]; }
@@ -153,7 +153,7 @@ launch() {
   ensure_keys
   check_authorized_keys_path
   # sshd's privilege separation directory; the package makes it only when its service starts.
-  mkdir -p -m 0755 /run/sshd
+  install -d -m 0755 /run/sshd
   write_config
   # -D: stay in the foreground, so the recorded pid is the listener's; -e: log to stderr.
   setsid /usr/sbin/sshd -D -e -f "$RUN/etc/sshd_config" </dev/null >>"$RUN/log/sshd.out" 2>&1 9>&- &
