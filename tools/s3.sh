@@ -92,12 +92,6 @@ settings() { printf '%s\n' "PORT=$PORT" "VERSITYGW=$(cache_dir)/bin/versitygw"; 
 # ---------------------------------------------------------------------------------------------
 # Credentials and TLS: made once per run dir
 # ---------------------------------------------------------------------------------------------
-secret() {
-  local file=$RUN/$1
-  [[ -s $file ]] || (umask 077; od -An -tx1 -N"$2" /dev/urandom | tr -d ' \n' >"$file")
-  cat "$file"
-}
-
 # AWS access key ids are 20 upper-case characters; secrets 40.
 access_key() { secret access_key 10 | tr '[:lower:]' '[:upper:]'; }
 secret_key() { secret secret_key 20; }

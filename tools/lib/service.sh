@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # What the scripts that start services for tests share besides process bookkeeping
 # (tools/lib/procs.sh, sourced first): their command line, the install of a pinned virtualenv
-# (tools/ray-cluster.sh, tools/quantum-runtime.sh) and the simulators' start, stop and status
-# (tools/lsf-pac.sh, tools/quantum-runtime.sh); sourced, not run.
+# (tools/ray-cluster.sh, tools/quantum-runtime.sh), credentials made once per run dir, and the
+# simulators' start, stop and status (tools/lsf-pac.sh, tools/quantum-runtime.sh, and the daemons of
+# tools/sshd.sh and tools/s3.sh); sourced, not run.
 #
 # The sourcing script defines RUN (its run dir, which holds the env file), die, log and the verbs
 # start, stop and status. The simulator_* functions also need its PID_DIR, URL, TIMEOUT, SETTINGS,
@@ -39,6 +40,14 @@ ensure_venv() {
   echo "$want" >"$stamp"
   exec 8>&-
   log "installed $want in $((SECONDS - t0))s"
+}
+
+# secret NAME BYTES: the random hex string in <run>/NAME, made (mode 0600) at its first use, so a
+# credential stays the same for the life of the run dir.
+secret() {
+  local file=$RUN/$1
+  [[ -s $file ]] || (umask 077; od -An -tx1 -N"$2" /dev/urandom | tr -d ' \n' >"$file")
+  cat "$file"
 }
 
 # simulator_start: start the simulator unless a healthy one with the same settings runs; wait up to
