@@ -510,9 +510,10 @@ unmount_all() {
     umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || tlog "could not unmount $m"
     tlog "unmounted $m"
   done
-  for ns in $(sort -u "$JOB_DIR/pod-netns" 2>/dev/null); do
-    if grep -q " $ns " /proc/mounts; then umount "$ns" 2>/dev/null || umount -l "$ns"; fi
-    rm -f "$ns" && tlog "removed pod network namespace $ns"
+  # /var/run is /run: /proc/mounts names them under /run.
+  for ns in $(sed 's#^/var/run/#/run/#' "$JOB_DIR/pod-netns" 2>/dev/null | sort -u); do
+    while grep -q " $ns " /proc/mounts; do umount "$ns" 2>/dev/null || umount -l "$ns" || break; done
+    if [[ -e $ns ]]; then rm -f "$ns" && tlog "removed pod network namespace $ns"; fi
   done
 }
 
@@ -626,6 +627,7 @@ run() {
   publish
   echo "ready $((SECONDS - t0))" >>"$JOB_DIR/times"
   apply_manifests
+  echo "manifests-ready $((SECONDS - t0))" >>"$JOB_DIR/times"
   echo "ready" >"$JOB_DIR/state"
   log "cluster $CLUSTER ready in $((SECONDS - t0))s at $API"
 
