@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # k8s-in-slurm: one ephemeral single-node Kubernetes cluster for the life of one Slurm job.
 #
 #   (as the batch script)     k8s-in-slurm.sh            brings the cluster up, publishes it, waits
@@ -201,14 +201,17 @@ make_network() {
   echo "$NETNS" >"$JOB_DIR/netns"
   ip link add "$VETH" type veth peer name eth0 netns "$NETNS" || die "creating the veth pair $VETH failed"
   echo "$VETH" >"$JOB_DIR/veth"
-  ip addr add "$HOST_ADDR/30" dev "$VETH" && ip link set "$VETH" up &&
-  in_netns ip link set lo up && in_netns ip addr add "$NODE_ADDR/30" dev eth0 && in_netns ip link set eth0 up &&
   # Only the Service range leaves the namespace; ip_forward is per namespace (the host's is untouched).
-  in_netns ip route add 10.0.0.0/24 via "$HOST_ADDR" &&
-  in_netns sysctl -qw net.ipv4.ip_forward=1 || die "configuring the network namespace $NETNS failed"
+  if ! { ip addr add "$HOST_ADDR/30" dev "$VETH" && ip link set "$VETH" up &&
+         in_netns ip link set lo up && in_netns ip addr add "$NODE_ADDR/30" dev eth0 &&
+         in_netns ip link set eth0 up && in_netns ip route add 10.0.0.0/24 via "$HOST_ADDR" &&
+         in_netns sysctl -qw net.ipv4.ip_forward=1; }; then
+    die "configuring the network namespace $NETNS failed"
+  fi
   local rule=(-d 10.0.0.1/32 -p tcp --dport 443 -j DNAT --to-destination "$HOST_ADDR:$API_PORT")
-  in_netns iptables -w -t nat -A PREROUTING "${rule[@]}" && in_netns iptables -w -t nat -A OUTPUT "${rule[@]}" ||
+  if ! { in_netns iptables -w -t nat -A PREROUTING "${rule[@]}" && in_netns iptables -w -t nat -A OUTPUT "${rule[@]}"; }; then
     die "adding the DNAT of the kubernetes Service in $NETNS failed"
+  fi
   log "network: $NETNS, $VETH $HOST_ADDR <-> $NODE_ADDR, pods $POD_CIDR (inside the namespace only)"
 }
 
@@ -485,10 +488,10 @@ remove_containers() {
 # address; after the daemons' ordered stop, anything naming the job dir.
 kill_leftovers() {
   local pattern=$1 f pid left=()
-  for f in $(cat "$JOB_DIR/cgroups" 2>/dev/null); do
+  while read -r f; do
     [[ -d $f ]] || continue
     while read -r pid; do [[ -n $pid ]] && left+=("$pid"); done < <(find "$f" -name cgroup.procs -exec cat {} + 2>/dev/null)
-  done
+  done < <(cat "$JOB_DIR/cgroups" 2>/dev/null)
   for f in /proc/[0-9]*; do
     pid=${f#/proc/}
     [[ $pid == "$$" ]] && continue
@@ -511,10 +514,11 @@ unmount_all() {
     tlog "unmounted $m"
   done
   # /var/run is /run: /proc/mounts names them under /run.
-  for ns in $(sed 's#^/var/run/#/run/#' "$JOB_DIR/pod-netns" 2>/dev/null | sort -u); do
+  while read -r ns; do
+    [[ -n $ns ]] || continue
     while grep -q " $ns " /proc/mounts; do umount "$ns" 2>/dev/null || umount -l "$ns" || break; done
     if [[ -e $ns ]]; then rm -f "$ns" && tlog "removed pod network namespace $ns"; fi
-  done
+  done < <(sed 's#^/var/run/#/run/#' "$JOB_DIR/pod-netns" 2>/dev/null | sort -u)
 }
 
 remove_network() {
@@ -523,17 +527,17 @@ remove_network() {
   netns=$(cat "$JOB_DIR/netns" 2>/dev/null)
   if [[ -n $veth ]] && ip link show "$veth" >/dev/null 2>&1; then ip link del "$veth" && tlog "deleted veth $veth"; fi
   if [[ -n $netns && -e /run/netns/$netns ]]; then
-    ip netns del "$netns" && tlog "deleted network namespace $netns" || tlog "could not delete netns $netns"
+    if ip netns del "$netns"; then tlog "deleted network namespace $netns"; else tlog "could not delete netns $netns"; fi
   fi
 }
 
 remove_cgroups() {
   local c
-  for c in $(cat "$JOB_DIR/cgroups" 2>/dev/null); do
+  while read -r c; do
     [[ -d $c ]] || continue
     find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
-    [[ -d $c ]] && tlog "could not remove cgroup $c" || tlog "removed cgroup $c"
-  done
+    if [[ -d $c ]]; then tlog "could not remove cgroup $c"; else tlog "removed cgroup $c"; fi
+  done < <(cat "$JOB_DIR/cgroups" 2>/dev/null)
 }
 
 # The kubelet links each container's log into /var/log/containers whatever its podLogsDir.
@@ -633,6 +637,7 @@ run() {
 
   local lifetime=${KSI_LIFETIME_SECONDS:-0}
   if [[ -n ${KSI_COMMAND:-} ]]; then
+    # shellcheck source=/dev/null
     (set -a; source "$JOB_DIR/env"; exec bash -c "$KSI_COMMAND") &
     local cmd=$! rc
     if ((lifetime > 0)); then
