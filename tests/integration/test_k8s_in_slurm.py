@@ -54,7 +54,7 @@ def setting():
     }
 
 
-def run_role(setting, tmp_path, **extra):
+def run_role(setting, tmp_path, options=(), succeed=True, **extra):
     """ansible-playbook with the role; returns (published cluster, output)."""
     result = str(tmp_path / ("result-%s.json" % uuid.uuid4().hex[:6]))
     variables = dict(setting["vars"], result_file=result, **extra)
@@ -62,10 +62,11 @@ def run_role(setting, tmp_path, **extra):
     with os.fdopen(os.open(vars_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
         json.dump(variables, handle)
     done = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", PLAYBOOK,
-                           "-e", "@" + vars_path], capture_output=True, text=True, env=ansible_env(), check=False)
+                           "-e", "@" + vars_path] + list(options), capture_output=True, text=True, env=ansible_env(),
+                          check=False)
     output = done.stdout + done.stderr
     assert setting["token"] not in output
-    assert done.returncode == 0, output
+    assert (done.returncode == 0) == succeed, output
     published = {}
     if os.path.exists(result):
         with open(result) as handle:
@@ -198,9 +199,27 @@ def main_node_ready():
     assert out == "True", "main's node %s is not Ready after the in-job cluster" % values["KUBE_NODE_NAME"]
 
 
+def jobs_named(setting, name):
+    request = urllib.request.Request("%s/slurm/v0.0.38/jobs" % setting["url"], headers={
+        "X-SLURM-USER-TOKEN": setting["token"], "X-SLURM-USER-NAME": "root"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return [job for job in json.load(response)["jobs"] if job["name"] == name]
+
+
+def test_bad_input_names_the_variable_and_submits_nothing(setting, tmp_path):
+    _none, output = run_role(setting, tmp_path, succeed=False, k8s_in_slurm_name="Not_A_Name")
+    assert "k8s_in_slurm_name must be 1-40 lowercase letters" in output, output
+    _none, output = run_role(setting, tmp_path, succeed=False, k8s_in_slurm_name="ok", k8s_in_slurm_state="gone")
+    assert "k8s_in_slurm_state" in output and "present, absent" in output, output
+    assert not jobs_named(setting, "ksi-Not_A_Name") and not jobs_named(setting, "ksi-ok")
+
+
 def test_pod_runs_second_run_submits_nothing_cancel_leaves_nothing(setting, tmp_path):
     name = "it-%s" % uuid.uuid4().hex[:6]
     text = "hello from ksi %s" % name
+    _none, output = run_role(setting, tmp_path, options=["--check"], k8s_in_slurm_name=name, k8s_in_slurm_time_limit=10,
+                             k8s_in_slurm_manifests=[pod("hello", text)])
+    assert "changed=1" in output and not jobs_named(setting, "ksi-" + name), output
     t0 = time.monotonic()
     first, output = run_role(setting, tmp_path, k8s_in_slurm_name=name, k8s_in_slurm_time_limit=10,
                              k8s_in_slurm_manifests=[pod("hello", text)])
