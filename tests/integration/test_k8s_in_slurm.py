@@ -8,6 +8,7 @@ listening port, cgroup or container log link. Main's node stays Ready throughout
 import glob
 import json
 import os
+import signal
 import ssl
 import subprocess
 import time
@@ -281,4 +282,40 @@ def test_time_limit_leaves_nothing(setting, tmp_path, grace):
     assert_torn_down(job_dir, held)
     print("time limit (grace %d): job %s, nothing left %.1fs after its end; %s"
           % (grace, state, time.monotonic() - ended, teardown_log(job_dir).strip().splitlines()[-1]))
+    main_node_ready()
+
+
+def batch_script_of(job_dir):
+    """(pid, start time) of the job's batch script, as its reaper recorded them on its command line."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % entry, "rb") as handle:
+                    args = handle.read().decode().split("\0")
+            except OSError:
+                continue
+            if "reap" in args and job_dir in args:
+                index = args.index("reap")
+                return int(args[index + 2]), args[index + 3]
+    raise AssertionError("no reaper of %s" % job_dir)
+
+
+def test_sigkill_of_the_batch_script_leaves_nothing(setting, tmp_path):
+    """A SIGKILL to the batch script (the OOM killer, KillWait running out) runs no trap: the
+    reaper sees the script gone and tears down."""
+    name = "kill-%s" % uuid.uuid4().hex[:6]
+    first, output = run_role(setting, tmp_path, k8s_in_slurm_name=name, k8s_in_slurm_time_limit=10,
+                             k8s_in_slurm_manifests=[pod("hello", "sigkill test")])
+    job_dir = first["job_dir"]
+    try:
+        held = what_the_cluster_holds(job_dir)
+        pid, start = batch_script_of(job_dir)
+        assert starttime(pid) == start
+        os.kill(pid, signal.SIGKILL)
+    except BaseException:
+        run_role(setting, tmp_path, k8s_in_slurm_name=name, k8s_in_slurm_state="absent")
+        raise
+    assert_torn_down(job_dir, held)
+    assert "teardown (the batch script ended)" in teardown_log(job_dir), teardown_log(job_dir)
+    print("SIGKILL of the batch script: %s" % teardown_log(job_dir).strip().splitlines()[-1])
     main_node_ready()
