@@ -170,6 +170,9 @@ def leftovers(job_dir, held):
             left.append("veth %s" % veth)
     left += ["port %d" % p for p in held["ports"] if listening(p)]
     left += ["cgroup %s" % c for c in held["cgroups"] if os.path.exists(c)]
+    # Also any the job did not record: the kubelet's cgroup root is /ksi-<job id> in every hierarchy.
+    left += ["unrecorded cgroup %s" % c for n in held["netns"]
+             for c in glob.glob("/sys/fs/cgroup/*/%s" % n) + glob.glob("/sys/fs/cgroup/%s" % n) if c not in held["cgroups"]]
     left += ["log link %s" % link for link in glob.glob("/var/log/containers/*.log")
              if os.path.realpath(link).startswith(job_dir + "/")]
     return left

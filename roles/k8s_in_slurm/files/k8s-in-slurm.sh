@@ -343,16 +343,14 @@ serializeImagePulls: false
 EOF
 }
 
+# The kubelet's cgroupRoot in every mounted hierarchy: each cgroup v1 controller's, and the cgroup
+# v2 one (/sys/fs/cgroup/unified beside v1, or /sys/fs/cgroup alone), where the kubelet also makes
+# its pod cgroups. Recorded for the teardown.
 make_cgroups() {
   local h
-  for h in /sys/fs/cgroup/*/; do
-    [[ -f $h/cgroup.procs && ${h%/} != /sys/fs/cgroup/unified ]] || continue
-    mkdir -p "${h}${CGROUP_ROOT#/}" && echo "${h}${CGROUP_ROOT#/}" >>"$JOB_DIR/cgroups"
-  done
-  # cgroup v2 alone: the root itself is the hierarchy.
-  if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
-    mkdir -p "/sys/fs/cgroup${CGROUP_ROOT}" && echo "/sys/fs/cgroup${CGROUP_ROOT}" >>"$JOB_DIR/cgroups"
-  fi
+  while read -r h; do
+    mkdir -p "$h$CGROUP_ROOT" && echo "$h$CGROUP_ROOT" >>"$JOB_DIR/cgroups"
+  done < <(awk '$3 == "cgroup" || $3 == "cgroup2" { print $2 }' /proc/mounts | sort -u)
 }
 
 start_node() {
