@@ -322,3 +322,12 @@ def test_sigkill_of_the_batch_script_leaves_nothing(setting, tmp_path):
     assert "teardown (the batch script ended)" in teardown_log(job_dir), teardown_log(job_dir)
     print("SIGKILL of the batch script: %s" % teardown_log(job_dir).strip().splitlines()[-1])
     main_node_ready()
+
+
+def test_a_cluster_that_cannot_come_up_fails_with_its_reason(setting, tmp_path):
+    name = "bad-%s" % uuid.uuid4().hex[:6]
+    _none, output = run_role(setting, tmp_path, succeed=False, k8s_in_slurm_name=name, k8s_in_slurm_time_limit=5,
+                             k8s_in_slurm_bin_dir="/nonexistent/bin")
+    assert "is not ready: failed: missing binaries: /nonexistent/bin/etcd" in output, output
+    wait_until(lambda: all(job["job_state"] not in ("RUNNING", "PENDING", "COMPLETING")
+                           for job in jobs_named(setting, "ksi-" + name)), "the failed job's end", timeout=60)

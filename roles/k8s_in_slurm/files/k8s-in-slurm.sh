@@ -552,7 +552,10 @@ teardown() {
   [[ -f $JOB_DIR/torn-down ]] && return 0
   local t0=$SECONDS why=${1:-requested}
   tlog "teardown ($why)"
-  echo "tearing-down" >"$JOB_DIR/state.tmp" && mv -f "$JOB_DIR/state.tmp" "$JOB_DIR/state"
+  # A failure's reason stays in state for the role to report; torn-down says the rest.
+  local bring_up_failed=""
+  grep -q "^failed" "$JOB_DIR/state" 2>/dev/null && bring_up_failed=1
+  [[ -n $bring_up_failed ]] || { echo "tearing-down" >"$JOB_DIR/state.tmp" && mv -f "$JOB_DIR/state.tmp" "$JOB_DIR/state"; }
   stop_recorded kubelet
   remove_containers
   stop_recorded containerd
@@ -566,7 +569,7 @@ teardown() {
   remove_log_links
   tlog "teardown done in $((SECONDS - t0))s"
   date -u +%Y-%m-%dT%H:%M:%SZ >"$JOB_DIR/torn-down"
-  echo "torn-down" >"$JOB_DIR/state"
+  [[ -n $bring_up_failed ]] || echo "torn-down" >"$JOB_DIR/state"
 }
 
 # Teardown in a process of its own, detached like the daemons, so Slurm's SIGKILL after KillWait
@@ -574,7 +577,10 @@ teardown() {
 detached_teardown() {
   local why=$1
   ( setsid "$JOB_DIR/ksi.sh" teardown "$JOB_DIR" "$why" </dev/null >>"$JOB_DIR/log/teardown.log" 2>&1 & )
-  while [[ ! -f $JOB_DIR/torn-down ]]; do sleep 0.2; done
+  # At most 5 minutes: a teardown that cannot finish must not hold the job to its time limit.
+  local i
+  for ((i = 0; i < 1500; i++)); do [[ -f $JOB_DIR/torn-down ]] && return 0; sleep 0.2; done
+  log "teardown did not finish within 5 minutes (log: $JOB_DIR/log/teardown.log)"
 }
 
 load_settings() {
