@@ -217,15 +217,14 @@ class S3Sync(object):
         verify = params.get("ca_bundle") or True
         if not params.get("validate_certs", True):
             verify = False
-        # Path-style addressing: a bucket name is not a host name on a private endpoint. Checksums
-        # only where S3 requires them: S3-compatible servers do not all accept the CRC32 trailers
-        # boto3 sends by default since 1.36; the sha256 Bridge keeps makes them redundant.
-        config = botocore.config.Config(
-            s3={"addressing_style": "path"},
-            retries={"max_attempts": 3, "mode": "standard"},
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-        )
+        # Path-style addressing: a bucket name is not a host name on a private endpoint.
+        options = dict(s3={"addressing_style": "path"}, retries={"max_attempts": 3, "mode": "standard"})
+        # Checksums only where S3 requires them: S3-compatible servers do not all accept the CRC32
+        # trailers boto3 sends by default since 1.36, and the sha256 Bridge keeps makes them
+        # redundant. Older botocore (Debian 12 ships 1.29) has neither the option nor the trailers.
+        if "request_checksum_calculation" in getattr(botocore.config.Config, "OPTION_DEFAULTS", {}):
+            options.update(request_checksum_calculation="when_required", response_checksum_validation="when_required")
+        config = botocore.config.Config(**options)
         self.s3 = boto3.session.Session().client(
             "s3",
             endpoint_url=params.get("endpoint_url") or None,

@@ -112,7 +112,7 @@ notes:
   - The environment variable E(BRIDGE_S3_STOP_AFTER_PARTS) is a test hook. When it is set to N, the module
     fails as if interrupted after sending N parts or ranges.
 requirements:
-  - boto3 >= 1.35
+  - boto3 >= 1.26 (Debian 12's python3-boto3 will do) on the host the task runs on
 seealso:
   - role: bridge.hpc.stage
     description: Stages data in and out of a cluster with this module and SSH.
