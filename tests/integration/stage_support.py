@@ -86,3 +86,47 @@ def bucket(request):
         for item in page.get("Contents", []):
             client.delete_object(Bucket=name, Key=item["Key"])
     client.delete_bucket(Bucket=name)
+
+
+def run_json(args, env=None):
+    """An ansible or ansible-playbook command's results through the json callback, with each task's
+    duration (the callback records start and end)."""
+    env = dict(env or {}, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    done = subprocess.run(args, env=ansible_env(env), capture_output=True, text=True, timeout=1200, check=False)
+    return done, json.loads(done.stdout) if done.stdout.startswith("{") else None
+
+
+def task_results(output, name):
+    """[(localhost's result, seconds)] of every task called `name`, in order."""
+    found = []
+    for play in output["plays"]:
+        for task in play["tasks"]:
+            if task["task"]["name"] == name:
+                took = task["task"]["duration"]
+                found.append((task["hosts"]["localhost"], seconds_between(took["start"], took["end"])))
+    return found
+
+
+def seconds_between(start, end):
+    from datetime import datetime
+    pattern = "%Y-%m-%dT%H:%M:%S.%fZ"
+    return (datetime.strptime(end, pattern) - datetime.strptime(start, pattern)).total_seconds()
+
+
+def stage_once(inventory, extra_vars, env, tmp_path):
+    """Run stage_one.yml; (completed process, stage_result, {task name: seconds})."""
+    vars_path = os.path.join(str(tmp_path), "vars-%s.json" % uuid.uuid4().hex[:6])
+    with os.fdopen(os.open(vars_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
+        json.dump(extra_vars, handle)
+    done, output = run_json(["ansible-playbook", "-i", inventory, os.path.join(PLAYBOOKS, "stage_one.yml"),
+                             "-e", "@" + vars_path], env)
+    if output is None or done.returncode != 0:
+        return done, None, {}
+    durations = {}
+    for play in output["plays"]:
+        for task in play["tasks"]:
+            took = task["task"]["duration"]
+            # Role tasks are named "<role> : <task>"
+            durations[task["task"]["name"].split(" : ")[-1]] = seconds_between(took["start"], took["end"])
+    shown = task_results(output, "Show the result")[-1][0]
+    return done, shown["stage_result"], durations
