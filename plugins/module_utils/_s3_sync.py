@@ -73,15 +73,16 @@ def relative_key(prefix, key):
     return os.path.join(*parts)
 
 
-def plan_transfers(local, remote):
-    """What to send, given files here and objects there, both {key: {"sha256", "size", ...}}, for
-    the direction local -> remote. A file is sent unless the other side has the same sha256; an
-    object without Bridge's sha256 (uploaded elsewhere) is compared by its plain MD5 ETag when it
-    has one. Returns [(key, "transfer"|"unchanged")] in key order."""
+def plan_transfers(sources, targets):
+    """What to send, given what is at the source and at the target, both {key: {"sha256", "size",
+    ...}} (files here and objects there for an upload, the other way round for a download). A file
+    is sent unless the target has the same sha256; an object without Bridge's sha256 (uploaded
+    elsewhere) is compared by its plain MD5 ETag when it has one. Returns [(key,
+    "transfer"|"unchanged")] in key order."""
     plan = []
-    for key in sorted(local):
-        here, there = local[key], remote.get(key)
-        plan.append((key, "unchanged" if there is not None and same_content(here, there) else "transfer"))
+    for key in sorted(sources):
+        there = targets.get(key)
+        plan.append((key, "unchanged" if there is not None and same_content(sources[key], there) else "transfer"))
     return plan
 
 
@@ -388,7 +389,8 @@ class S3Sync(object):
     def download(self, path, key, mode=None):
         listed = self.objects(key)
         if not listed and not is_prefix(key):
-            raise NotFound("key: no such object", "download", "S3 object", self.url(key), "S3", self.endpoint, 404)
+            raise NotFound("key: no such object", verb="download", obj="S3 object", ident=self.url(key), manager="S3",
+                           url=self.endpoint, status=404)
         targets = local_targets(path, key, listed)
         for target in targets.values():
             check_writable(target)
@@ -467,21 +469,19 @@ def sync(params, check_mode):
     try:
         if params["direction"] == "upload":
             plan, files = syncer.upload(path, key)
-            verb, source, target = "upload", lambda k: path_of(files, k), syncer.url
         else:
             plan, files = syncer.download(path, key, params["mode"])
-            verb, source, target = "download", syncer.url, lambda k: path_of(files, k)
     except (IOError, OSError) as exc:
         # What the checks before any transfer cannot see (root passes access(2), a full disk).
         raise SpecError("path", "%s: %s" % (exc.filename or path, exc.strerror or exc))
-    changed = any(f["action"] != "unchanged" for f in files)
+    local_path = dict((f["key"], f["path"]) for f in files)
+    if params["direction"] == "upload":
+        diff = describe(plan, "upload", local_path.get, syncer.url)
+    else:
+        diff = describe(plan, "download", syncer.url, local_path.get)
     return {
-        "changed": changed,
+        "changed": any(f["action"] != "unchanged" for f in files),
         "files": files,
         "bytes_transferred": sum(f.get("bytes_sent", 0) for f in files),
-        "diff": {"before": "", "after": describe(plan, verb, source, target)},
+        "diff": {"before": "", "after": diff},
     }
-
-
-def path_of(files, key):
-    return next(f["path"] for f in files if f["key"] == key)

@@ -60,11 +60,10 @@ attributes:
     description: Reads only.
   diff_mode:
     support: none
+    description: Reads only; there is nothing to compare.
 seealso:
   - module: bridge.hpc.slurm_job_info
   - module: bridge.hpc.lsf_job_info
-  - role: bridge.hpc.stage
-    description: Reads a job's output on the login node with this module.
 """
 
 EXAMPLES = r"""

@@ -113,9 +113,6 @@ notes:
     fails as if interrupted after sending N parts or ranges.
 requirements:
   - boto3 >= 1.26 (Debian 12's python3-boto3 will do) on the host the task runs on
-seealso:
-  - role: bridge.hpc.stage
-    description: Stages data in and out of a cluster with this module and SSH.
 """
 
 EXAMPLES = r"""

@@ -1,14 +1,15 @@
 """What the stage tests share: the login node (tools/sshd.sh) and the S3 server (tools/s3.sh) as an
 inventory and a boto3 client, and ansible-playbook runs against them."""
 
+import contextlib
 import json
+from datetime import datetime
 import os
 import subprocess
 import uuid
 
 import boto3
 import botocore.config
-import pytest
 import yaml
 
 from conftest import REPO, RUN, ansible_env, read_env_file, required
@@ -72,8 +73,8 @@ def s3_client(s3):
                         verify=s3["AWS_CA_BUNDLE"], config=botocore.config.Config(s3={"addressing_style": "path"}))
 
 
-@pytest.fixture
-def bucket(request):
+@contextlib.contextmanager
+def fresh_bucket():
     """A fresh bucket, emptied (uploads aborted) and removed afterwards."""
     s3 = require_s3_server()
     client = s3_client(s3)
@@ -108,7 +109,6 @@ def task_results(output, name):
 
 
 def seconds_between(start, end):
-    from datetime import datetime
     pattern = "%Y-%m-%dT%H:%M:%S.%fZ"
     return (datetime.strptime(end, pattern) - datetime.strptime(start, pattern)).total_seconds()
 

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from stage_support import (bucket, require_login_node, require_s3_server, run_json, s3_client, ssh,  # noqa: F401
-                           stage_once, task_results, write_inventory)
+from stage_support import (fresh_bucket, require_login_node, require_s3_server, run_json, s3_client, ssh, stage_once,
+                           task_results, write_inventory)
 
 MIB = 1024 * 1024
 SIZE = 64 * MIB
@@ -47,10 +47,15 @@ def s3_module(s3, stop_after=None, **args):
     return result, took
 
 
-def test_s3_multipart_upload_and_ranged_download_resume(big_file, bucket, tmp_path):  # noqa: F811
+def test_s3_multipart_upload_and_ranged_download_resume(big_file, tmp_path):
+    with fresh_bucket() as bucket:
+        check_s3_resume(big_file, bucket, tmp_path)
+
+
+def check_s3_resume(big_file, bucket, tmp_path):
     s3 = require_s3_server()
     client = s3_client(s3)
-    stopped, _ = s3_module(s3, stop_after=3, direction="upload", bucket=bucket, key="big.bin", path=big_file)
+    stopped = s3_module(s3, stop_after=3, direction="upload", bucket=bucket, key="big.bin", path=big_file)[0]
     assert stopped.get("failed") and "BRIDGE_S3_STOP_AFTER_PARTS" in stopped["msg"]
     uploads = client.list_multipart_uploads(Bucket=bucket)["Uploads"]
     assert len(uploads) == 1
@@ -62,22 +67,22 @@ def test_s3_multipart_upload_and_ranged_download_resume(big_file, bucket, tmp_pa
     assert entry["bytes_sent"] == 40 * MIB and entry["resumed_bytes"] == 24 * MIB
     assert not client.list_multipart_uploads(Bucket=bucket).get("Uploads")
     assert client.head_object(Bucket=bucket, Key="big.bin")["Metadata"]["sha256"] == sha256_of(big_file)
-    again, _ = s3_module(s3, direction="upload", bucket=bucket, key="big.bin", path=big_file)
+    again = s3_module(s3, direction="upload", bucket=bucket, key="big.bin", path=big_file)[0]
     assert not again["changed"] and again["bytes_transferred"] == 0
 
     fresh, upload_took = s3_module(s3, direction="upload", bucket=bucket, key="fresh.bin", path=big_file)
     assert fresh["files"][0]["parts_sent"] == 8
 
     target = str(tmp_path / "back.bin")
-    stopped, _ = s3_module(s3, stop_after=2, direction="download", bucket=bucket, key="big.bin", path=target)
+    stopped = s3_module(s3, stop_after=2, direction="download", bucket=bucket, key="big.bin", path=target)[0]
     assert stopped.get("failed") and not os.path.exists(target)
     partial = [name for name in os.listdir(str(tmp_path)) if name.endswith(".part")]
     assert len(partial) == 1 and os.path.getsize(str(tmp_path / partial[0])) == 16 * MIB
-    resumed, _ = s3_module(s3, direction="download", bucket=bucket, key="big.bin", path=target)
+    resumed = s3_module(s3, direction="download", bucket=bucket, key="big.bin", path=target)[0]
     assert resumed["files"][0]["resumed_bytes"] == 16 * MIB and resumed["bytes_transferred"] == 48 * MIB
     assert sha256_of(target) == sha256_of(big_file) and not [n for n in os.listdir(str(tmp_path)) if n.endswith(".part")]
     fresh_target = str(tmp_path / "fresh.bin")
-    _, download_took = s3_module(s3, direction="download", bucket=bucket, key="fresh.bin", path=fresh_target)
+    download_took = s3_module(s3, direction="download", bucket=bucket, key="fresh.bin", path=fresh_target)[1]
     print("\nS3 64 MiB: multipart upload %.2f s (%.0f MiB/s), resumed upload sent 40 of 64 MiB in %.2f s, "
           "download %.2f s (%.0f MiB/s)" % (upload_took, 64 / upload_took, took, download_took, 64 / download_took))
 

@@ -8,8 +8,7 @@ import uuid
 
 import pytest
 
-from conftest import RUN, read_env_file
-from stage_support import bucket, recap, require_login_node, require_s3_server, run_playbook, ssh, write_inventory  # noqa: F401
+from stage_support import fresh_bucket, recap, require_login_node, require_s3_server, run_playbook, ssh, write_inventory
 
 RUN_ID = uuid.uuid4().hex[:8]
 
@@ -31,7 +30,12 @@ def staging(tmp_path):
 
 
 @pytest.mark.parametrize("method", ["rsync", "copy"])
-def test_round_trip_then_nothing_to_do(staging, bucket, method, tmp_path):  # noqa: F811
+def test_round_trip_then_nothing_to_do(staging, method, tmp_path):
+    with fresh_bucket() as bucket:
+        round_trip_twice(staging, bucket, method, tmp_path)
+
+
+def round_trip_twice(staging, bucket, method, tmp_path):
     extra = {"login": "login", "local_dir": staging["local_dir"], "remote_dir": staging["remote_dir"],
              "bucket": bucket, "method": method}
     started = time.monotonic()
@@ -47,11 +51,12 @@ def test_round_trip_then_nothing_to_do(staging, bucket, method, tmp_path):  # no
     print("round trip (%s): first run %.1f s, second run %.1f s" % (method, took, again))
 
 
-def test_bad_input_fails_clearly_and_changes_nothing(staging, bucket, tmp_path):  # noqa: F811
+def test_bad_input_fails_clearly_and_changes_nothing(staging, tmp_path):
     wrong_secret = "wrong-%s" % uuid.uuid4().hex
-    extra = {"login": "login", "local_dir": staging["local_dir"], "remote_dir": staging["remote_dir"],
-             "bucket": bucket, "wrong_secret": wrong_secret}
-    done = run_playbook("stage_errors.yml", staging["inventory"], extra, staging["s3"], tmp_path)
+    with fresh_bucket() as bucket:
+        extra = {"login": "login", "local_dir": staging["local_dir"], "remote_dir": staging["remote_dir"],
+                 "bucket": bucket, "wrong_secret": wrong_secret}
+        done = run_playbook("stage_errors.yml", staging["inventory"], extra, staging["s3"], tmp_path)
     assert done.returncode == 0, done.stdout[-8000:]
     assert recap(done)["changed"] == 0
     assert wrong_secret not in done.stdout + done.stderr

@@ -125,8 +125,8 @@ def test_tail_lines_bytes_and_missing_files(tmp_path):
     assert tail(str(path), tail_bytes=9)["text"] == "line 100\n"
     assert tail(str(path), tail_bytes=9, tail_lines=5)["text"] == "line 100\n"
     assert tail(str(path), tail_lines=0)["text"] == ""
-    assert tail(str(tmp_path / "not-yet")) == {"path": str(tmp_path / "not-yet"), "exists": False, "size": 0,
-                                                "text": "", "truncated": False}
+    missing = str(tmp_path / "not-yet")
+    assert tail(missing) == {"path": missing, "exists": False, "size": 0, "text": "", "truncated": False}
 
 
 def test_tail_never_starts_inside_a_character_and_replaces_bad_bytes(tmp_path):

@@ -81,8 +81,8 @@ def test_upload_sources_of_a_directory_and_a_file(tmp_path):
 
 
 def test_download_targets(tmp_path):
-    assert local_targets(str(tmp_path), "p/", ["p/a", "p/s/b"]) == {"p/a": str(tmp_path / "a"),
-                                                                  "p/s/b": str(tmp_path / "s" / "b")}
+    expected = {"p/a": str(tmp_path / "a"), "p/s/b": str(tmp_path / "s" / "b")}
+    assert local_targets(str(tmp_path), "p/", ["p/a", "p/s/b"]) == expected
     assert local_targets(str(tmp_path), "p/a", ["p/a"]) == {"p/a": str(tmp_path / "a")}
     assert local_targets(str(tmp_path / "f"), "p/a", ["p/a"]) == {"p/a": str(tmp_path / "f")}
 
