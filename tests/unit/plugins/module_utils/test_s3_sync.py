@@ -160,12 +160,18 @@ def syncer(fake, monkeypatch, stop_after=None):
     return sync
 
 
-def test_an_interrupted_multipart_upload_resumes_with_the_missing_parts(tmp_path, monkeypatch):
+def interrupted_upload(tmp_path, monkeypatch, size, stop_after):
+    """A file of `size` bytes whose multipart upload to "big" stopped after `stop_after` parts."""
     path = tmp_path / "big"
-    path.write_bytes(os.urandom(12 * MIB))
+    path.write_bytes(os.urandom(size))
     fake = FakeS3()
     with pytest.raises(_s3_sync.TransferInterrupted):
-        syncer(fake, monkeypatch, stop_after=2).upload(str(path), "big")
+        syncer(fake, monkeypatch, stop_after=stop_after).upload(str(path), "big")
+    return path, fake
+
+
+def test_an_interrupted_multipart_upload_resumes_with_the_missing_parts(tmp_path, monkeypatch):
+    path, fake = interrupted_upload(tmp_path, monkeypatch, 12 * MIB, 2)
     assert len(next(iter(fake.uploads.values()))["parts"]) == 2
     _plan, files = syncer(fake, monkeypatch).upload(str(path), "big")
     assert (files[0]["parts_reused"], files[0]["parts_sent"]) == (2, 1)
@@ -176,11 +182,7 @@ def test_an_interrupted_multipart_upload_resumes_with_the_missing_parts(tmp_path
 
 
 def test_parts_of_other_bytes_are_not_kept(tmp_path, monkeypatch):
-    path = tmp_path / "big"
-    path.write_bytes(os.urandom(11 * MIB))
-    fake = FakeS3()
-    with pytest.raises(_s3_sync.TransferInterrupted):
-        syncer(fake, monkeypatch, stop_after=1).upload(str(path), "big")
+    path, fake = interrupted_upload(tmp_path, monkeypatch, 11 * MIB, 1)
     path.write_bytes(os.urandom(11 * MIB))
     _plan, files = syncer(fake, monkeypatch).upload(str(path), "big")
     assert (files[0]["parts_reused"], files[0]["parts_sent"]) == (0, 3)
