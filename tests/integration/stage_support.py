@@ -80,13 +80,15 @@ def fresh_bucket():
     client = s3_client(s3)
     name = "stage-%s" % uuid.uuid4().hex[:10]
     client.create_bucket(Bucket=name)
-    yield name
-    for upload in client.list_multipart_uploads(Bucket=name).get("Uploads", []):
-        client.abort_multipart_upload(Bucket=name, Key=upload["Key"], UploadId=upload["UploadId"])
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
-        for item in page.get("Contents", []):
-            client.delete_object(Bucket=name, Key=item["Key"])
-    client.delete_bucket(Bucket=name)
+    try:
+        yield name
+    finally:
+        for upload in client.list_multipart_uploads(Bucket=name).get("Uploads", []):
+            client.abort_multipart_upload(Bucket=name, Key=upload["Key"], UploadId=upload["UploadId"])
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
+            for item in page.get("Contents", []):
+                client.delete_object(Bucket=name, Key=item["Key"])
+        client.delete_bucket(Bucket=name)
 
 
 def run_json(args, env=None):
