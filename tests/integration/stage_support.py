@@ -18,7 +18,23 @@ PLAYBOOKS = os.path.join(REPO, "tests", "integration", "playbooks")
 
 
 def require_login_node():
-    return required(read_env_file(os.path.join(RUN, "sshd", "env")), "the login node's sshd is not running: tools/sshd.sh start")
+    login = required(read_env_file(os.path.join(RUN, "sshd", "env")),
+                     "the login node's sshd is not running: tools/sshd.sh start")
+    ensure_login_boto3(login)
+    return login
+
+
+def ensure_login_boto3(login):
+    """The S3 module runs on the login node with its own python3: tools/sshd.sh's login node is this
+    machine, so Debian's python3-boto3 is installed here when it is missing (as the molecule
+    scenario's prepare does)."""
+    if ssh(login, "/usr/bin/python3 -c 'import boto3'", check=False).returncode == 0:
+        return
+    if login["BRIDGE_SSH_HOST"] != "127.0.0.1" or os.geteuid() != 0:
+        raise AssertionError("the login node has no boto3 for bridge.hpc.s3_object_sync: install python3-boto3 there")
+    subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", "--no-install-recommends",
+                    "python3-boto3"], env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"), check=True,
+                   capture_output=True, timeout=600)
 
 
 def require_s3_server():
@@ -42,12 +58,12 @@ def write_inventory(directory, login):
     return path
 
 
-def ssh(login, command, stdin=None):
+def ssh(login, command, stdin=None, check=True):
     """Run `command` on the login node as its user, over the real sshd."""
     args = ["ssh", "-o", "BatchMode=yes", "-o", "UserKnownHostsFile=%s" % login["BRIDGE_SSH_KNOWN_HOSTS"],
             "-o", "StrictHostKeyChecking=yes", "-i", login["BRIDGE_SSH_KEY"], "-p", login["BRIDGE_SSH_PORT"],
             "%s@%s" % (login["BRIDGE_SSH_USER"], login["BRIDGE_SSH_HOST"]), command]
-    return subprocess.run(args, input=stdin, capture_output=True, check=True, timeout=120)
+    return subprocess.run(args, input=stdin, capture_output=True, check=check, timeout=120)
 
 
 def run_playbook(name, inventory, extra_vars, env=None, tmp_path=None):
