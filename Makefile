@@ -37,7 +37,7 @@ sanity: bootstrap
 	tools/sanity.sh
 
 lint: bootstrap
-	ansible-lint --offline -q playbooks tests/integration/playbooks
+	ansible-lint --offline -q playbooks tests/integration/playbooks roles
 
 build-check: bootstrap
 	tools/galaxy_build_check.sh
