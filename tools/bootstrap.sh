@@ -11,6 +11,9 @@
 #   .venv/.bridge-requirements.sha256.
 # * <repo>/.run/collections/ansible_collections/bridge/hpc is a symlink to the repo root,
 #   so ANSIBLE_COLLECTIONS_PATH=<repo>/.run/collections finds bridge.hpc.
+# * ansible.posix (galaxy.yml `dependencies`; the stage role's synchronize) is unpacked into
+#   <repo>/.run/collections from the `ansible` wheel on PyPI, since Galaxy is not reachable here;
+#   the wheel is downloaded once into ~/.cache/bridge/wheels.
 # A warm run prints nothing (except with --env).
 set -euo pipefail
 
@@ -84,6 +87,42 @@ if [[ "$(readlink "$LINK" 2>/dev/null || true)" != "$target" ]]; then
   rm -rf "$LINK"
   ln -s "$target" "$LINK"
   log "linked $LINK -> $REPO"
+fi
+
+# ------------------------------------------------ ansible.posix from the ansible wheel
+# Galaxy cannot be reached from here; the `ansible` package on PyPI ships the same collection
+# tarball contents. Only ansible/posix is unpacked; the stamp names the wheel it came from.
+ANSIBLE_WHEEL_VERSION=12.3.0
+WHEELS="${XDG_CACHE_HOME:-$HOME/.cache}/bridge/wheels"
+wheel="$WHEELS/ansible-$ANSIBLE_WHEEL_VERSION-py3-none-any.whl"
+posix="$COLL_ROOT/ansible_collections/ansible/posix"
+posix_stamp="$posix/.bridge-from-wheel"
+if [[ "$(cat "$posix_stamp" 2>/dev/null || true)" != "ansible-$ANSIBLE_WHEEL_VERSION" ]]; then
+  if [[ ! -f $wheel ]]; then
+    log "downloading ansible $ANSIBLE_WHEEL_VERSION (for ansible.posix) into $WHEELS"
+    mkdir -p "$WHEELS"
+    "$VENV/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
+      --dest "$WHEELS" "ansible==$ANSIBLE_WHEEL_VERSION"
+  fi
+  log "unpacking ansible.posix from $(basename "$wheel")"
+  unpack="$(mktemp -d "$COLL_ROOT/.posix.XXXXXX")"
+  "$VENV/bin/python" - "$wheel" "$unpack" <<'PY'
+import sys
+import zipfile
+
+wheel, dest = sys.argv[1], sys.argv[2]
+prefix = "ansible_collections/ansible/posix/"
+with zipfile.ZipFile(wheel) as archive:
+    members = [name for name in archive.namelist() if name.startswith(prefix)]
+    if not members:
+        sys.exit("bootstrap.sh: %s holds no %s" % (wheel, prefix))
+    archive.extractall(dest, members)
+PY
+  rm -rf "$posix"
+  mkdir -p "$(dirname "$posix")"
+  mv "$unpack/ansible_collections/ansible/posix" "$posix"
+  rm -rf "$unpack"
+  echo "ansible-$ANSIBLE_WHEEL_VERSION" >"$posix_stamp"
 fi
 
 if ((print_env)); then
