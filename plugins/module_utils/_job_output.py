@@ -213,9 +213,10 @@ def read_output(backend, job, path_prefix="", tail_bytes=None, tail_lines=None):
         if value is not None and value < 0:
             raise SpecError(name, "must be 0 or more, got %d" % value)
     paths = output_paths(backend, job, path_prefix)
-    result = {"changed": False, "stdout": tail(paths["stdout"], tail_bytes, tail_lines)}
+    # Not "stdout"/"stderr": Ansible takes those result keys for a command's text (stdout_lines).
+    result = {"changed": False, "stdout_file": tail(paths["stdout"], tail_bytes, tail_lines)}
     if paths["stderr"] == paths["stdout"]:
-        result["stderr"] = dict(result["stdout"], same_as_stdout=True)
+        result["stderr_file"] = dict(result["stdout_file"], same_as_stdout=True)
     else:
-        result["stderr"] = dict(tail(paths["stderr"], tail_bytes, tail_lines), same_as_stdout=False)
+        result["stderr_file"] = dict(tail(paths["stderr"], tail_bytes, tail_lines), same_as_stdout=False)
     return result

@@ -84,11 +84,11 @@ EXAMPLES = r"""
 
 - name: Show them
   ansible.builtin.debug:
-    msg: "{{ output.stdout.text }}"
+    msg: "{{ output.stdout_file.text }}"
 """
 
 RETURN = r"""
-stdout:
+stdout_file:
   description: The end of the stdout file.
   returned: always
   type: dict
@@ -109,8 +109,8 @@ stdout:
       description: Whether C(text) is less than the whole file.
       type: bool
   sample: {"path": "/home/alice/run-42.out", "exists": true, "size": 6, "text": "hello\n", "truncated": false}
-stderr:
-  description: The end of the stderr file, as O(stdout) plus C(same_as_stdout).
+stderr_file:
+  description: The end of the stderr file, as RV(stdout_file) plus C(same_as_stdout).
   returned: always
   type: dict
   contains:
