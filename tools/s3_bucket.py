@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Make sure an S3 bucket exists on the S3 server of the environment (BRIDGE_S3_ENDPOINT,
 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION, AWS_CA_BUNDLE: the env file of
 tools/s3.sh). bridge.hpc.stage never creates buckets, so `make hybrid` and the hybrid playbook's
@@ -14,7 +14,8 @@ import boto3
 from botocore.exceptions import ClientError
 
 
-def ensure_bucket(name, environ=os.environ):
+def ensure_bucket(name, environ=None):
+    environ = os.environ if environ is None else environ
     s3 = boto3.client("s3", endpoint_url=environ["BRIDGE_S3_ENDPOINT"], region_name=environ.get("AWS_DEFAULT_REGION"),
                       verify=environ.get("AWS_CA_BUNDLE") or True)
     try:

@@ -13,7 +13,7 @@ version_added: 0.1.0
 description:
   - Reads a job's output (a Slurm or LSF job's stdout, a Ray driver log, a Kubernetes Pod's log) from
     its end and returns the first line that is a whole JSON object, parsed.
-  - This is how a job hands data to later steps of a P(bridge.hpc.workflow#role) workflow: it prints
+  - This is how a job hands data to later steps of a P(bridge.hpc.workflow#role) workflow, by printing
     one JSON object on a line of its own. Lines the manager adds around the job's own output (Ray's
     C(Running entrypoint for job ...) comes after it) are passed over.
 positional: _input, default

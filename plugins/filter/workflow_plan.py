@@ -18,7 +18,7 @@ description:
     be part of a job identity, an unknown backend, a field the step does not take, an C(after) that
     names no step, and a dependency cycle (the message lists the cycle).
   - Also checks O(backends), the connection settings per backend, and marks each step to run or to
-    skip: a step whose backend has no settings (or an empty C(url), for the backends that need one)
+    skip. A step whose backend has no settings (or an empty C(url), for the backends that need one)
     is skipped, with the reason.
   - Only the fields C(name), C(backend) and C(after) of a step are read, so the rest of a step may
     refer to results of earlier steps that do not exist yet.
