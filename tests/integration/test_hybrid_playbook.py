@@ -107,7 +107,7 @@ def test_a_bad_workflow_is_refused_before_anything_is_submitted(case, steps, exp
         step["script"] = "#!/bin/bash\ntrue\n"
     backends = {"slurm": {"url": values["SLURM_URL"], "user": values["SLURM_USER"], "token": values["SLURM_JWT"]}}
     log_path = str(tmp_path / "refused.log")
-    process = start_playbook(os.path.join(REPO, "tests", "integration", "playbooks", "workflow_refused.yml"),
+    process = start_playbook(os.path.join(REPO, "tests", "integration", "playbooks", "workflow_given.yml"),
                              {"workflow": workflow, "steps": steps, "backends": backends}, ansible_env(), log_path)
     assert process.wait(timeout=120) != 0
     output = open(log_path).read()
@@ -116,6 +116,29 @@ def test_a_bad_workflow_is_refused_before_anything_is_submitted(case, steps, exp
     looked_up = subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), "ansible"), "localhost", "-m", "bridge.hpc.slurm_job_info",
          "-a", "identity=%s.first" % workflow], env=ansible_env(values), capture_output=True, text=True, check=False)
+    result = adhoc_result(looked_up)
+    assert result is not None, looked_up.stdout + looked_up.stderr
+    assert result["job"] is None
+
+
+def test_a_failed_job_fails_the_workflow_at_its_step_and_the_steps_after_it_do_not_run(tmp_path):
+    values = require_ray()
+    workflow = "failing-%s" % RUN_ID
+    steps = [{"name": "ok", "backend": "ray", "script": "#!/bin/bash\necho '{\"x\": 1}'\n"},
+             {"name": "bad", "backend": "ray", "after": ["ok"], "script": "#!/bin/bash\necho failing\nexit 3\n"},
+             {"name": "never", "backend": "ray", "after": ["bad"], "script": "#!/bin/bash\ntrue\n"}]
+    log_path = str(tmp_path / "failing.log")
+    process = start_playbook(os.path.join(REPO, "tests", "integration", "playbooks", "workflow_given.yml"),
+                             {"workflow": workflow, "steps": steps, "backends": {"ray": {"url": values["RAY_URL"]}}},
+                             ansible_env(), log_path)
+    assert process.wait(timeout=300) != 0
+    output = open(log_path).read()
+    assert ("Workflow %s: step bad (ray) failed: job %s.bad phase=failed exit_code=3 failure_class=non_zero_exit: "
+            % (workflow, workflow)) in output, output[-3000:]
+    looked_up = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "ansible"), "localhost", "-m", "bridge.hpc.ray_job_info",
+         "-a", "identity=%s.never" % workflow], env=ansible_env({"RAY_ADDRESS": values["RAY_URL"]}),
+        capture_output=True, text=True, check=False)
     result = adhoc_result(looked_up)
     assert result is not None, looked_up.stdout + looked_up.stderr
     assert result["job"] is None
