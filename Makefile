@@ -5,7 +5,9 @@
 #               kube-scheduler) and a real node (containerd + kubelet in a network namespace of its
 #               own), built once from the Go module proxy and cached in ~/.cache
 #               and the LSF Application Center simulator (tests/simulators/lsf_pac.py) and the IBM
-#               Qiskit Runtime simulator (tests/simulators/quantum_runtime.py: qiskit-aer on fake devices)
+#               Qiskit Runtime simulator (tests/simulators/quantum_runtime.py: qiskit-aer on fake devices),
+#               a login node (Debian's sshd on 127.0.0.1:2222, key auth only: tools/sshd.sh) and an
+#               S3 server over TLS (versitygw on 127.0.0.1:7070, built from the Go module proxy: tools/s3.sh)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 VENV := $(CURDIR)/.venv
@@ -67,6 +69,8 @@ services:
 	tools/kube-node.sh start
 	tools/lsf-pac.sh start
 	tools/quantum-runtime.sh start
+	tools/sshd.sh start
+	tools/s3.sh start
 
 integration: bootstrap services
 	BRIDGE_REQUIRE_SERVICES=1 pytest -q tests/integration
@@ -96,3 +100,5 @@ stop:
 	tools/kube-control-plane.sh stop
 	tools/lsf-pac.sh stop
 	tools/quantum-runtime.sh stop
+	tools/sshd.sh stop
+	tools/s3.sh stop

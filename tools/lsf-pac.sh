@@ -49,11 +49,7 @@ settings() {
     "CLEAN_PERIOD=$CLEAN_PERIOD" "HOST_SLOTS=$HOST_SLOTS"
 }
 
-password() {
-  local file=$RUN/password.$1
-  [[ -s $file ]] || (umask 077; od -An -tx1 -N12 /dev/urandom | tr -d ' \n' >"$file")
-  cat "$file"
-}
+password() { secret "password.$1" 12; }
 
 # ws/ping needs no token (docs external-apis.md §2.1).
 answers() { [[ "$(curl -s -o /dev/null -m 5 -w '%{http_code}' "${URL}ws/ping" 2>/dev/null || true)" == 200 ]]; }

@@ -70,12 +70,6 @@ ensure_installed() { ensure_venv "$VENV" "$STAMP" "420 MiB" --only-binary=:all: 
 # ---------------------------------------------------------------------------------------------
 # Credentials: made once per run dir
 # ---------------------------------------------------------------------------------------------
-secret() {
-  local file=$RUN/$1
-  [[ -s $file ]] || (umask 077; od -An -tx1 -N"$2" /dev/urandom | tr -d ' \n' >"$file")
-  cat "$file"
-}
-
 api_key() { secret api_key 22; }
 
 # crn:v1:bluemix:public:quantum-computing:<region>:a/<account>:<instance>:: (external-apis.md §3.1);

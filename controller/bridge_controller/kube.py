@@ -1,7 +1,8 @@
 """The few Kubernetes calls the controller makes, behind one small interface.
 
 `KubeApi` wraps the official client (tests/unit/controller/fakes.py has an in-memory stand-in).
-Finalizer changes carry the object's resourceVersion, so a stale view fails instead of overwriting.
+Finalizer and status changes carry the object's resourceVersion, so a stale view fails (409
+Conflict) instead of overwriting a newer write.
 """
 
 import base64
@@ -48,7 +49,20 @@ class KubeApi:
         return self._patch(obj, body)
 
     def patch_status(self, obj, status):
-        return self._patch(obj, {"status": status}, status=True)
+        # A merge patch replaces each field it names, so a status computed from a stale `obj`
+        # would overwrite a newer phase; with the resourceVersion the apiserver refuses it instead.
+        body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": status}
+        return self._patch(obj, body, status=True)
+
+    def read(self, obj):
+        """`obj` as stored now, read from the apiserver (not the watch's cache); None when it is gone."""
+        meta = obj["metadata"]
+        try:
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, meta["namespace"], PLURAL, meta["name"])
+        except self.client.exceptions.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def read_secret(self, namespace, name):
         secret = self.core.read_namespaced_secret(name, namespace)

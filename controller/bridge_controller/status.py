@@ -1,7 +1,8 @@
 """BridgeJob status from a normalized job: phase, conditions, and whether a patch is needed.
 
-Pure functions. A condition's lastTransitionTime changes only when its status flips, and a status
-that equals the current one yields no patch at all (no write, no watch event, no reconcile loop).
+Pure functions. A condition's lastTransitionTime changes only when its status flips, a status
+that equals the current one yields no patch at all (no write, no watch event, no reconcile loop),
+and a terminal phase is never left.
 """
 
 import datetime
@@ -64,6 +65,13 @@ def set_condition(conditions, kind, status, reason, message, now, generation):
     return sorted(result, key=lambda c: order.get(c["type"], len(order)))
 
 
+def overtaken(phase, job):
+    """True when `job` would move a terminal `phase` elsewhere: a finished job neither runs nor
+    finishes again, so such an observation was made before the one that wrote `phase` (a
+    read that lost a race with a newer write) and its fields are not applied."""
+    return phase in TERMINAL and job_status(job)["phase"] != phase
+
+
 def desired_status(current, generation, job=None, reachable=None, message=None, submitted=False,
                    backend_error=None, waiting=None, now=None):
     """The status a CR should have after what was just observed.
@@ -75,7 +83,7 @@ def desired_status(current, generation, job=None, reachable=None, message=None, 
     now = now or now_rfc3339()
     status = dict(current or {})
     status.pop("conditions", None)
-    if job is not None:
+    if job is not None and not overtaken(status.get("phase"), job):
         status.update(job_status(job))
     status.setdefault("phase", "Pending")
     status["observedGeneration"] = generation

@@ -1,9 +1,10 @@
 """Everything the controller writes about a BridgeJob: its finalizers, its status, its events.
 
 Nothing is written once the leader gate (`may_act`) is closed: the Lease may soon be another
-replica's. A status equal to the current one is not written at all (status.py). Events are
-reported, not waited for, as client-go's recorder does: the status (the job id) lands without
-queueing behind them, and an event the apiserver refuses costs only itself.
+replica's. A status equal to the current one is not written at all (status.py), and a status is
+written only over the version of the CR it was computed from (`status`). Events are reported, not
+waited for, as client-go's recorder does: the status (the job id) lands without queueing behind
+them, and an event the apiserver refuses costs only itself.
 """
 
 import concurrent.futures
@@ -14,6 +15,9 @@ from bridge_controller.spec import key_of
 from bridge_controller.status import desired_status, status_patch
 
 LOG = logging.getLogger(__name__)
+# Tries of one status write: each conflict means another write of the CR landed since it was read,
+# and only this controller (one CR in one batch at a time) and users' spec edits write it.
+STATUS_ATTEMPTS = 3
 
 
 class Writer:
@@ -39,9 +43,29 @@ class Writer:
 
     def status(self, obj, **observed):
         """Write the status that `observed` (desired_status's arguments) makes of `obj`'s; returns the
-        object as the apiserver stored it, or None when nothing was written."""
-        if not self.may_act():
-            return None
+        object as the apiserver stored it, or None when nothing was written.
+
+        `obj` comes from the watch's cache, which may lag a write already made (the last poll's),
+        and a merge patch computed from it would put its older phase back. So the patch carries
+        `obj`'s resourceVersion: when the apiserver answers Conflict, the CR is read again and the
+        status computed anew from what is stored. Without a conflict that costs no request more.
+        """
+        attempts = STATUS_ATTEMPTS
+        while self.may_act():
+            try:
+                return self._write_status(obj, observed)
+            except Conflict:
+                self.count("status_conflicts")
+                attempts -= 1
+                if not attempts:
+                    raise
+            stored = self.kube.read(obj)
+            if stored is None or stored["metadata"].get("uid") != obj["metadata"].get("uid"):
+                return None  # deleted (and maybe made anew): what was observed is no job of the stored CR's
+            obj = stored
+        return None
+
+    def _write_status(self, obj, observed):
         meta = obj["metadata"]
         desired = desired_status(obj.get("status"), meta.get("generation"), **observed)
         patch = status_patch(obj.get("status"), desired)

@@ -85,6 +85,26 @@ def require_quantum():
     return required(quantum_env(), "the Qiskit Runtime simulator is not running: tools/quantum-runtime.sh start")
 
 
+def sshd_env():
+    """The env file tools/sshd.sh wrote (the login node's address, user, client key and known_hosts),
+    or None if it is not running."""
+    return read_env_file(os.path.join(RUN, "sshd", "env"))
+
+
+def require_sshd():
+    return required(sshd_env(), "the login node's sshd is not running: tools/sshd.sh start")
+
+
+def s3_env():
+    """The env file tools/s3.sh wrote (endpoint, credentials, CA bundle, data dir), or None if the S3
+    server is not running."""
+    return read_env_file(os.path.join(RUN, "s3", "env"))
+
+
+def require_s3():
+    return required(s3_env(), "the S3 server is not running: tools/s3.sh start")
+
+
 def kube_node_env():
     """The env file of the node tools/kube-node.sh runs (KUBE_NODE_NAME, and the control plane's
     values) when it runs, else None: only then are Jobs run, not just stored."""
@@ -123,11 +143,15 @@ def kube_namespace(values, prefix, restricted=True):
 
 
 @contextlib.contextmanager
-def private_service(script, service, settings):
+def private_service(script, service, settings, parent="/tmp"):
     """A second instance of a service, started by this tree's tools/<script> in a run dir of its own
     with `settings` (its BRIDGE_* variables: ports, auth, knobs); yields the path of its env file
-    (<run>/<service>/env). Stopped (by its recorded PIDs) and removed afterwards."""
-    run_dir = tempfile.mkdtemp(prefix="brt-", dir="/tmp")
+    (<run>/<service>/env). Stopped (by its recorded PIDs) and removed afterwards. A `parent` other
+    than /tmp gets a run dir every user can enter (sshd reads authorized keys as the user logging in,
+    and its StrictModes refuses them below /tmp, which everyone can write)."""
+    run_dir = tempfile.mkdtemp(prefix="brt-", dir=parent)
+    if parent != "/tmp":
+        os.chmod(run_dir, 0o755)
     env = dict(os.environ, BRIDGE_RUN=run_dir, **settings)
     script = os.path.join(REPO, "tools", script)
     subprocess.run([script, "start"], env=env, check=True)

@@ -1,14 +1,17 @@
 # shellcheck shell=bash
 # What the scripts that start services for tests share besides process bookkeeping
 # (tools/lib/procs.sh, sourced first): their command line, the install of a pinned virtualenv
-# (tools/ray-cluster.sh, tools/quantum-runtime.sh) and the simulators' start, stop and status
-# (tools/lsf-pac.sh, tools/quantum-runtime.sh); sourced, not run.
+# (tools/ray-cluster.sh, tools/quantum-runtime.sh), credentials made once per run dir, and the
+# simulators' start, stop and status (tools/lsf-pac.sh, tools/quantum-runtime.sh, and the daemons of
+# tools/sshd.sh and tools/s3.sh); sourced, not run.
 #
 # The sourcing script defines RUN (its run dir, which holds the env file), die, log and the verbs
 # start, stop and status. The simulator_* functions also need its PID_DIR, URL, TIMEOUT, SETTINGS,
 # settings (prints the settings it starts with), healthy, answers (the simulator answers a path that
 # needs no credentials), write_env, stop_processes and launch (starts the simulator in the
-# background, in a session of its own, and sets LAUNCHED to its pid).
+# background, in a session of its own, and sets LAUNCHED to its pid). A real daemon started the same
+# way (tools/sshd.sh, tools/s3.sh) sets SERVICE_PROCESS to its name: the name of its pid file
+# (PID_DIR/NAME.pid), of its output (<run>/log/NAME.out) and in messages; "simulator" by default.
 
 # ensure_venv VENV STAMP SIZE PIP_ARG...: `pip install PIP_ARG...` into the virtualenv VENV once; STAMP
 # holds the arguments, so a change of pins reinstalls; a lock serialises parallel starts. Python is
@@ -39,29 +42,38 @@ ensure_venv() {
   log "installed $want in $((SECONDS - t0))s"
 }
 
+# secret NAME BYTES: the random hex string in <run>/NAME, made (mode 0600) at its first use, so a
+# credential stays the same for the life of the run dir.
+secret() {
+  local file=$RUN/$1
+  [[ -s $file ]] || (umask 077; od -An -tx1 -N"$2" /dev/urandom | tr -d ' \n' >"$file")
+  cat "$file"
+}
+
 # simulator_start: start the simulator unless a healthy one with the same settings runs; wait up to
 # TIMEOUT seconds until it answers; write the env file.
 simulator_start() {
+  local name=${SERVICE_PROCESS:-simulator}
   mkdir -p "$RUN/log" "$PID_DIR" "$RUN/state"
   exec 9>"$RUN/.lock"
   flock 9
   local t0=$SECONDS
   if healthy; then
     write_env
-    log "simulator already running at $URL (env refreshed: $RUN/env)"
+    log "$name already running at $URL (env refreshed: $RUN/env)"
     exec 9>&-
     return 0
   fi
   stop_processes
-  answers && die "something else answers on $URL (not the simulator of $RUN); not starting a second one"
+  answers && die "something else answers on $URL (not the $name of $RUN); not starting a second one"
   settings >"$SETTINGS"
   launch
-  echo "$LAUNCHED $(starttime "$LAUNCHED")" >"$PID_DIR/simulator.pid"
+  echo "$LAUNCHED $(starttime "$LAUNCHED")" >"$PID_DIR/$name.pid"
   local deadline=$((SECONDS + TIMEOUT))
   until answers; do
-    if ! recorded_alive simulator || ((SECONDS >= deadline)); then
-      log "the simulator at $URL did not answer within ${TIMEOUT}s; last lines of $RUN/log/simulator.out:"
-      tail -n 15 "$RUN/log/simulator.out" >&2 || true
+    if ! recorded_alive "$name" || ((SECONDS >= deadline)); then
+      log "the $name at $URL did not answer within ${TIMEOUT}s; last lines of $RUN/log/$name.out:"
+      tail -n 15 "$RUN/log/$name.out" >&2 || true
       stop_processes
       exit 1
     fi
@@ -69,7 +81,7 @@ simulator_start() {
   done
   write_env
   exec 9>&-
-  log "simulator up at $URL in $((SECONDS - t0))s; env: $RUN/env"
+  log "$name up at $URL in $((SECONDS - t0))s; env: $RUN/env"
 }
 
 simulator_stop() {
@@ -78,12 +90,13 @@ simulator_stop() {
   flock 9
   stop_processes
   exec 9>&-
-  log "simulator stopped"
+  log "${SERVICE_PROCESS:-simulator} stopped"
 }
 
 simulator_status() {
-  if recorded_alive simulator && answers; then echo "running $URL"
-  elif recorded_alive simulator; then echo "degraded $URL (not answering; start restarts it)"
+  local name=${SERVICE_PROCESS:-simulator}
+  if recorded_alive "$name" && answers; then echo "running $URL"
+  elif recorded_alive "$name"; then echo "degraded $URL (not answering; start restarts it)"
   else echo "stopped $URL"; fi
 }
 

@@ -19,7 +19,8 @@ class FakeKube:
         self.secrets = secrets or {}
         self.config_maps = config_maps or {}
         self.events = []
-        self.status_patches = 0
+        self.status_patches = 0       # patch_status calls, refused ones too
+        self.reads = 0
         self._version = 0
         # Re-entrant: listeners run under it and may read back (get) what was just stored.
         self._lock = threading.RLock()
@@ -89,6 +90,8 @@ class FakeKube:
             if current is None:
                 return None
             self.status_patches += 1
+            if current["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
+                raise Conflict("stale")  # the resourceVersion precondition KubeApi.patch_status sends
             merged = dict(current.get("status") or {})
             for key, value in status.items():
                 if value is None:
@@ -97,6 +100,12 @@ class FakeKube:
                     merged[key] = copy.deepcopy(value)
             current["status"] = merged
             return self._store(current, "MODIFIED")
+
+    def read(self, obj):
+        """The stored object, read from the apiserver (counted: the writer reads only after a conflict)."""
+        with self._lock:
+            self.reads += 1
+            return self.get(self._key(obj))
 
     def read_secret(self, namespace, name):
         return dict(self.secrets["%s/%s" % (namespace, name)])

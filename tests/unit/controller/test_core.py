@@ -162,3 +162,13 @@ def test_a_finished_jobs_results_summary_becomes_status_results():
     assert done["results"] == summary and done["phase"] == "Completed"
     succeeded = [c for c in done["conditions"] if c["type"] == "Succeeded"][0]
     assert succeeded["status"] == "True" and succeeded["message"] == ""
+
+
+@pytest.mark.parametrize("phase, job_phase", [("Completed", "running"), ("Cancelled", "queued"), ("Failed", "completed")])
+def test_a_terminal_phase_is_never_left(phase, job_phase):
+    # An observation that would leave it was made before the one that wrote it: a lost race.
+    final = {"phase": phase, "jobId": "42", "exitCode": 3}
+    status = desired_status(final, 1, job=dict(JOB, phase=job_phase), reachable=True, now="T1")
+    assert (status["phase"], status["exitCode"]) == (phase, 3)
+    done = desired_status(final, 1, job=dict(JOB, phase=phase.lower(), exit_code=0), now="T1")
+    assert done["exitCode"] == 0, "an observation of the same phase still fills its fields in"

@@ -518,3 +518,21 @@ def test_a_status_write_that_fails_costs_only_its_cr_and_strands_nothing():
     kube.patch_status = patch
     settle(executor, queue)
     assert kube.objects["ns/b"]["status"]["jobId"] and len(backend.submits) == 2
+
+
+def test_a_poll_that_fails_while_the_watch_lags_keeps_the_phase_the_last_poll_wrote():
+    # The chaos test's regression: slurmrestd went down under load, and the failed poll's status,
+    # computed from a cache that still said Queued, was merged over Running.
+    kube, backend, watch, queue, executor = lagging_setup()
+    backend.progression = ["queued", "running"]
+    kube.create(bridgejob("a"))
+    for _step in ("finalizer", "submit", "tracked"):
+        watch.deliver()
+        settle(executor, queue)
+    executor.poll_due(now=2000.0)            # Running is written; its event is not seen yet
+    assert kube.objects["ns/a"]["status"]["phase"] == "Running" and watch.get("ns/a")["status"]["phase"] == "Queued"
+    executor.runner.run = failing_module("ConnectionFailed", True)
+    executor.poll_due(now=3000.0)
+    status = kube.objects["ns/a"]["status"]
+    assert status["phase"] == "Running" and conditions(kube.objects["ns/a"])["BackendReachable"]["status"] == "False"
+    assert (executor.stats["status_conflicts"], kube.reads) == (1, 1)
