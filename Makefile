@@ -26,17 +26,11 @@ demo: bootstrap
 	  ansible-playbook -i localhost, -c local playbooks/demo.yml
 
 # One workflow across Slurm 22.05, Ray, IBM Quantum (the Qiskit Runtime simulator) and Kubernetes,
-# its files through the sshd login node and S3 (playbooks/hybrid.yml). Run it again: it submits
-# nothing. HYBRID_WORKFLOW=name runs it anew under another name.
+# its files through the sshd login node and S3 (playbooks/hybrid.yml); the services as `make
+# services` starts them, with Slurm 22.05 alone. Run it again: it submits nothing.
+# HYBRID_WORKFLOW=name runs it anew under another name.
 hybrid: bootstrap
-	tools/slurm-cluster.sh start 22.05
-	tools/ray-cluster.sh start
-	tools/kube-control-plane.sh start
-	tools/kube-node.sh start
-	tools/quantum-runtime.sh start
-	# TODO(merge wt-svc): drop these two guards once tools/sshd.sh and tools/s3.sh are in main.
-	if [[ -x tools/sshd.sh ]]; then tools/sshd.sh start; fi
-	if [[ -x tools/s3.sh ]]; then tools/s3.sh start; fi
+	$(MAKE) services SLURM_VERSIONS=22.05
 	run=$${BRIDGE_RUN:-.run}; set -a; \
 	  for env_file in slurm-22.05/env ray/env kube/node/env quantum/env sshd/env s3/env; do \
 	    if [[ -r $$run/$$env_file ]]; then . "$$run/$$env_file"; fi; \
