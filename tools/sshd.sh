@@ -147,7 +147,9 @@ stop_processes() {
 # Started by simulator_start (tools/lib/service.sh), under the run dir's lock.
 launch() {
   [[ $(id -u) == 0 ]] || die "must run as root (sshd switches to the users bridge and bridgeother)"
-  apt_install_host openssh-server rsync python3
+  # rsync for ansible.posix.synchronize; Debian's boto3 for bridge.hpc.s3_object_sync, which the
+  # stage role runs on the login node with the login node's own python3.
+  apt_install_host openssh-server rsync python3 python3-boto3
   local u
   for u in "$JOB_USER" "$OTHER_USER"; do id "$u" >/dev/null 2>&1 || useradd -m -s /bin/bash "$u"; done
   ensure_keys
