@@ -18,9 +18,8 @@ export PATH=$REPO/.venv/bin:$PATH
 export ANSIBLE_COLLECTIONS_PATH=${ANSIBLE_COLLECTIONS_PATH:-$REPO/.run/collections}
 export ANSIBLE_PYTHON_INTERPRETER=${ANSIBLE_PYTHON_INTERPRETER:-$REPO/.venv/bin/python}
 export ANSIBLE_LOCALHOST_WARNING=0 ANSIBLE_INVENTORY_UNPARSED_WARNING=0
-# molecule keeps its ephemeral state under ~/.ansible/tmp by default; one dir per run dir lets
-# clones and worktrees run scenarios side by side.
-export MOLECULE_EPHEMERAL_DIRECTORY=${MOLECULE_EPHEMERAL_DIRECTORY:-$RUN/molecule}
+# molecule keeps its ephemeral state under ~/.ansible/tmp by default; one dir per run dir and role
+# lets clones and worktrees run scenarios side by side (set below, per role).
 # Colour codes make CI logs unreadable.
 export NO_COLOR=1 ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
 
@@ -49,7 +48,7 @@ for role in "${roles[@]}"; do
   [[ -d $dir/molecule ]] || { echo "molecule: roles/$role has no molecule/ dir" >&2; exit 2; }
   echo "molecule: roles/$role" >&2
   t0=$SECONDS
-  if (cd "$dir" && molecule test --all); then
+  if (cd "$dir" && MOLECULE_EPHEMERAL_DIRECTORY=$RUN/molecule/$role molecule test --all); then
     echo "molecule: roles/$role passed in $((SECONDS - t0))s" >&2
   else
     echo "molecule: roles/$role FAILED after $((SECONDS - t0))s" >&2
