@@ -27,7 +27,11 @@ OTHER_USER=bridgeother
 HOST_KEY=$RUN/etc/ssh_host_ed25519_key
 CLIENT_KEY=$RUN/client/id_ed25519
 KNOWN_HOSTS=$RUN/client/known_hosts
-AUTHORIZED_KEYS=$RUN/authorized_keys
+# sshd reads AuthorizedKeysFile as the user logging in and, with StrictModes, refuses it unless every
+# directory above it is owned by root and writable by nobody else: a checkout under /tmp (mode 1777)
+# or under /root (0700) would fail at login. So the authorized keys live in a root-owned dir of
+# their own under /run, one per run dir (named by a hash of its path), not in the run dir.
+AUTHORIZED_KEYS=/run/bridge-sshd/$(printf '%s' "$RUN" | sha256sum | cut -c1-16)/authorized_keys
 
 SERVICE_PROCESS=sshd
 die() { echo "sshd: $*" >&2; exit 1; }
@@ -62,23 +66,22 @@ healthy() { recorded_alive sshd && same_settings && answers; }
 # ---------------------------------------------------------------------------------------------
 # Keys and configuration: made once per run dir
 # ---------------------------------------------------------------------------------------------
-# sshd reads AuthorizedKeysFile as the user logging in and, with StrictModes, refuses it unless every
-# directory above it is owned by root (or the user) and writable by nobody else; a run dir under
-# /tmp (mode 1777) or one only root can enter fails there with a mere "Permission denied".
+# The path above is made to pass StrictModes; this says which directory does not, should /run be
+# mounted or owned differently, instead of a mere "Permission denied" at login.
 check_authorized_keys_path() {
   local dir=$AUTHORIZED_KEYS owner mode
   while [[ -n $dir ]]; do
     read -r owner mode < <(stat -c '%u %a' "$dir")
-    [[ $owner == 0 ]] || die "$dir is owned by uid $owner; sshd's StrictModes needs root-owned parents of $AUTHORIZED_KEYS (use a BRIDGE_RUN elsewhere)"
-    (( (8#$mode & 8#022) == 0 )) || die "$dir has mode $mode (group/world-writable); sshd's StrictModes refuses $AUTHORIZED_KEYS below it (use a BRIDGE_RUN elsewhere, not under /tmp)"
-    (( (8#$mode & 8#001) != 0 )) || die "$dir has mode $mode; the users $JOB_USER and $OTHER_USER cannot reach $AUTHORIZED_KEYS (chmod o+x $dir or use a BRIDGE_RUN elsewhere)"
+    [[ $owner == 0 ]] || die "$dir is owned by uid $owner; sshd's StrictModes needs root-owned parents of $AUTHORIZED_KEYS"
+    (( (8#$mode & 8#022) == 0 )) || die "$dir has mode $mode (group/world-writable); sshd's StrictModes refuses $AUTHORIZED_KEYS below it"
+    (( (8#$mode & 8#001) != 0 )) || die "$dir has mode $mode; the users $JOB_USER and $OTHER_USER cannot reach $AUTHORIZED_KEYS"
     dir=${dir%/*}
   done
 }
 
 ensure_keys() {
-  mkdir -p "$RUN/etc" "$RUN/client" "$AUTHORIZED_KEYS"
-  chmod 755 "$RUN" "$AUTHORIZED_KEYS"
+  mkdir -p "$RUN/etc" "$RUN/client"
+  install -d -m 0755 -o root -g root /run/bridge-sshd "${AUTHORIZED_KEYS%/*}" "$AUTHORIZED_KEYS"
   chmod 700 "$RUN/etc" "$RUN/client"
   [[ -s $HOST_KEY ]] || ssh-keygen -q -t ed25519 -N '' -C "bridge-login-node" -f "$HOST_KEY"
   [[ -s $CLIENT_KEY ]] || ssh-keygen -q -t ed25519 -N '' -C "bridge-client" -f "$CLIENT_KEY"
@@ -138,10 +141,10 @@ EOF
 # Processes
 # ---------------------------------------------------------------------------------------------
 stop_processes() {
-  recorded_alive sshd || { rm -f "$PID_DIR/sshd.pid"; return 0; }
   # SIGTERM ends the listener; sessions already open end with their clients.
-  terminate 10 "$(recorded_pid sshd)"
+  if recorded_alive sshd; then terminate 10 "$(recorded_pid sshd)"; fi
   rm -f "$PID_DIR/sshd.pid"
+  rm -rf "${AUTHORIZED_KEYS%/*}"
 }
 
 # Started by simulator_start (tools/lib/service.sh), under the run dir's lock.

@@ -143,15 +143,11 @@ def kube_namespace(values, prefix, restricted=True):
 
 
 @contextlib.contextmanager
-def private_service(script, service, settings, parent="/tmp"):
+def private_service(script, service, settings):
     """A second instance of a service, started by this tree's tools/<script> in a run dir of its own
     with `settings` (its BRIDGE_* variables: ports, auth, knobs); yields the path of its env file
-    (<run>/<service>/env). Stopped (by its recorded PIDs) and removed afterwards. A `parent` other
-    than /tmp gets a run dir every user can enter (sshd reads authorized keys as the user logging in,
-    and its StrictModes refuses them below /tmp, which everyone can write)."""
-    run_dir = tempfile.mkdtemp(prefix="brt-", dir=parent)
-    if parent != "/tmp":
-        os.chmod(run_dir, 0o755)
+    (<run>/<service>/env). Stopped (by its recorded PIDs) and removed afterwards."""
+    run_dir = tempfile.mkdtemp(prefix="brt-", dir="/tmp")
     env = dict(os.environ, BRIDGE_RUN=run_dir, **settings)
     script = os.path.join(REPO, "tools", script)
     subprocess.run([script, "start"], env=env, check=True)
