@@ -595,6 +595,18 @@ run() {
   JOB_ID=${SLURM_JOB_ID:?not in a Slurm job (SLURM_JOB_ID unset)}
   [[ -n ${KSI_DIR:-} ]] || { echo "k8s-in-slurm: KSI_DIR is not set" >&2; exit 2; }
   JOB_DIR=$KSI_DIR/ksi-$JOB_ID
+  # Slurm numbers jobs anew when its state is reset (another cluster, a fresh StateSaveLocation), so
+  # a dir of this name is an earlier cluster's: its torn-down mark would make this cluster's teardown
+  # a no-op. Keep it aside, unless a daemon it recorded still runs.
+  if [[ -e $JOB_DIR ]]; then
+    local f
+    for f in "$JOB_DIR"/pids/*.pid; do
+      [[ -f $f ]] || continue
+      JOB_DIR=$JOB_DIR recorded "$(basename "$f" .pid)" && {
+        echo "k8s-in-slurm: $JOB_DIR belongs to a cluster whose $(basename "$f" .pid) still runs; not reusing it" >&2; exit 1; }
+    done
+    mv "$JOB_DIR" "$JOB_DIR.earlier-$(date +%s)" || { echo "k8s-in-slurm: cannot move $JOB_DIR aside" >&2; exit 1; }
+  fi
   mkdir -p "$JOB_DIR/log" "$JOB_DIR/pids" || { echo "k8s-in-slurm: cannot create $JOB_DIR" >&2; exit 1; }
   chmod 0700 "$JOB_DIR"
   cp "$0" "$JOB_DIR/ksi.sh" && chmod 0700 "$JOB_DIR/ksi.sh"
