@@ -324,6 +324,82 @@ def test_sigkill_of_the_batch_script_leaves_nothing(setting, tmp_path):
     main_node_ready()
 
 
+def next_job_ids(setting, count):
+    """The ids Slurm hands out next: one held job is submitted and cancelled to learn the counter."""
+    body = json.dumps({"script": "#!/bin/sh\ntrue\n", "job": {
+        "name": "ksi-probe", "hold": True, "current_working_directory": "/tmp", "environment": {"PATH": "/bin:/usr/bin"}}})
+    headers = {"X-SLURM-USER-TOKEN": setting["token"], "X-SLURM-USER-NAME": "root", "Content-Type": "application/json"}
+    request = urllib.request.Request("%s/slurm/v0.0.38/job/submit" % setting["url"], data=body.encode(), headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        probe = json.load(response)["job_id"]
+    cancel = urllib.request.Request("%s/slurm/v0.0.38/job/%s" % (setting["url"], probe), headers=headers, method="DELETE")
+    urllib.request.urlopen(cancel, timeout=10).close()
+    return [probe + n for n in range(1, count + 1)]
+
+
+def plant_earlier_cluster(job_id, pid_line):
+    """A job dir as an earlier cluster with this job id left it: torn down, one daemon recorded."""
+    job_dir = os.path.join(JOB_DIR, "ksi-%d" % job_id)
+    os.makedirs(os.path.join(job_dir, "pids"))
+    with open(os.path.join(job_dir, "torn-down"), "w") as handle:
+        handle.write("earlier cluster\n")
+    with open(os.path.join(job_dir, "state"), "w") as handle:
+        handle.write("torn-down\n")
+    with open(os.path.join(job_dir, "pids", "etcd.pid"), "w") as handle:
+        handle.write(pid_line + "\n")
+    return job_dir
+
+
+def test_a_job_dir_left_by_an_earlier_cluster_is_moved_aside_and_this_one_torn_down(setting, tmp_path):
+    """Slurm numbers jobs anew after a state reset: a dir ksi-<id> with a torn-down mark may wait
+    for the new job. Its mark must not make the new cluster's teardown a no-op."""
+    planted = {}
+    for job_id in next_job_ids(setting, 3):
+        # A dead daemon: pid 1 with a start time it never had.
+        planted[job_id] = plant_earlier_cluster(job_id, "1 0")
+    name = "reuse-%s" % uuid.uuid4().hex[:6]
+    first, output = run_role(setting, tmp_path, k8s_in_slurm_name=name, k8s_in_slurm_time_limit=10,
+                             k8s_in_slurm_manifests=[pod("hello", "reused dir")])
+    try:
+        job_id = int(first["job_id"])
+        assert job_id in planted, "job %d got none of the planted ids %s" % (job_id, sorted(planted))
+        job_dir = first["job_dir"]
+        assert job_dir == planted[job_id]
+        assert not os.path.exists(os.path.join(job_dir, "torn-down"))
+        aside = glob.glob(job_dir + ".earlier-*")
+        assert len(aside) == 1 and open(os.path.join(aside[0], "torn-down")).read() == "earlier cluster\n", aside
+        held = what_the_cluster_holds(job_dir)
+    except BaseException:
+        run_role(setting, tmp_path, k8s_in_slurm_name=name, k8s_in_slurm_state="absent")
+        raise
+    run_role(setting, tmp_path, k8s_in_slurm_name=name, k8s_in_slurm_state="absent")
+    assert_torn_down(job_dir, held)
+    for path in planted.values():
+        subprocess.run(["rm", "-rf", path] + glob.glob(path + ".earlier-*"), check=False)
+    main_node_ready()
+
+
+def test_a_job_dir_whose_daemon_still_runs_is_refused(setting, tmp_path):
+    keeper = subprocess.Popen(["sleep", "600"])
+    planted = {}
+    try:
+        planted = {job_id: plant_earlier_cluster(job_id, "%d %s" % (keeper.pid, starttime(keeper.pid)))
+                   for job_id in next_job_ids(setting, 3)}
+        name = "busy-%s" % uuid.uuid4().hex[:6]
+        _none, output = run_role(setting, tmp_path, succeed=False, k8s_in_slurm_name=name, k8s_in_slurm_time_limit=5,
+                                 k8s_in_slurm_wait_timeout=30)
+        assert "did not take its dir" in output and "still runs; not reusing it" in output, output
+        for path in planted.values():
+            assert os.path.exists(os.path.join(path, "torn-down")) and not glob.glob(path + ".earlier-*"), path
+        wait_until(lambda: all(job["job_state"] not in ("RUNNING", "PENDING", "COMPLETING")
+                               for job in jobs_named(setting, "ksi-" + name)), "the refused job's end", timeout=60)
+    finally:
+        keeper.kill()
+        keeper.wait()
+        for path in planted.values():
+            subprocess.run(["rm", "-rf", path], check=False)
+
+
 def test_a_cluster_that_cannot_come_up_fails_with_its_reason(setting, tmp_path):
     name = "bad-%s" % uuid.uuid4().hex[:6]
     _none, output = run_role(setting, tmp_path, succeed=False, k8s_in_slurm_name=name, k8s_in_slurm_time_limit=5,

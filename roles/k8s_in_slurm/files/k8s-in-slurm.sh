@@ -9,6 +9,7 @@
 # role's README for what a site must allow), nothing of the Bridge repository. Settings come from
 # the job's environment (the role bridge.hpc.k8s_in_slurm sets them):
 #   KSI_NAME             cluster name, published as K8S_CLUSTER_NAME
+#   KSI_IDENTITY         the job's Bridge identity, written to JOB_DIR/identity once the dir is its own
 #   KSI_DIR              parent dir; the job's dir is KSI_DIR/ksi-<job id> (env, kubeconfig, logs,
 #                        pki, state, containerd and kubelet dirs)
 #   KSI_BIN_DIR          etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl
@@ -609,6 +610,8 @@ run() {
   fi
   mkdir -p "$JOB_DIR/log" "$JOB_DIR/pids" || { echo "k8s-in-slurm: cannot create $JOB_DIR" >&2; exit 1; }
   chmod 0700 "$JOB_DIR"
+  # The role waits for this before it reads the state file: proof the dir is this job's.
+  echo "${KSI_IDENTITY:-}" >"$JOB_DIR/identity"
   cp "$0" "$JOB_DIR/ksi.sh" && chmod 0700 "$JOB_DIR/ksi.sh"
   derive_names "$JOB_ID"
   CLUSTER=${KSI_NAME:-ksi-$JOB_ID}
