@@ -13,6 +13,7 @@ the tokens before it is written.
     tools/record_slurm_fixtures.py 24.11                 # newest API version the cluster serves
     tools/record_slurm_fixtures.py 24.11 --api v0.0.40   # another one
     tools/record_slurm_fixtures.py 22.05 --skip-timeout  # without the ~2 min TIMEOUT case
+    tools/record_slurm_fixtures.py 24.11 --accounting    # only the /slurmdb (slurmdbd) cases
 
 Needs root (it asks tools/slurm-cluster.sh for a second user's token) and httpx.
 """
@@ -73,12 +74,12 @@ class Recorder:
         self.written = []
 
     # -- HTTP ---------------------------------------------------------------------------------
-    def call(self, method, path, body=None, token=None, user=None, auth=True):
+    def call(self, method, path, body=None, token=None, user=None, auth=True, store="slurm"):
         headers = {"Accept": "application/json"}
         if auth:
             headers["X-SLURM-USER-NAME"] = user or self.user
             headers["X-SLURM-USER-TOKEN"] = token or self.token
-        url = f"/slurm/{self.api}/{path}"
+        url = f"/{store}/{self.api}/{path}"
         resp = self.http.request(method, url, json=body, headers=headers)
         try:
             parsed = resp.json()
@@ -105,7 +106,7 @@ class Recorder:
         return self.record(case, self.call(method, path, **kw))
 
     # -- job helpers --------------------------------------------------------------------------
-    def job_body(self, name, script, partition="debug", minutes=5, comment=None):
+    def job_body(self, name, script, partition="debug", minutes=5, comment=None, hold=False):
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "BRIDGE_FIXTURE": name}
         job = {
             "name": name,
@@ -114,6 +115,8 @@ class Recorder:
             "current_working_directory": "/tmp",
             "standard_output": f"/tmp/{name}-%j.out",
         }
+        if hold:
+            job["hold"] = True
         script = "#!/bin/sh\n" + script + "\n"
         if self.legacy:
             job.update(time_limit=minutes, environment=env)
@@ -159,6 +162,21 @@ class Recorder:
 
     def running(self, job):
         return self.states(job)[0] == "RUNNING"
+
+    def wait_recorded(self, job_id, state, timeout, required=True):
+        """GET /slurmdb/.../job/<id> once accounting shows `state` (the last answer when not required)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ex = self.call("GET", f"job/{job_id}", store="slurmdb")
+            jobs = ex["body"].get("jobs") if isinstance(ex["body"], dict) else None
+            current = ((jobs or [{}])[-1].get("state") or {}).get("current")
+            if state in (current if isinstance(current, list) else [current]):
+                return ex
+            if time.monotonic() > deadline:
+                if not required:
+                    return ex
+                raise SystemExit(f"accounting did not show job {job_id} {state} in {timeout}s: {current}")
+            time.sleep(1)
 
 
 def not_modified(ex):
@@ -243,6 +261,33 @@ def scenario(r, skip_timeout):
     return other_id
 
 
+def accounting_scenario(r, skip_timeout):
+    """The /slurmdb cases: accounting keeps jobs after slurmctld forgets them (MinJobAge)."""
+    window = "now-3600seconds" if r.legacy else str(int(time.time()) - 3600)
+    probe = r.call("GET", f"jobs/?job_name=bridge-probe&start_time={window}", store="slurmdb")
+    if probe["status"] == 404:
+        r.record("slurmdb_absent", probe)
+        return
+    r.record("slurmdb_jobs_empty", probe)
+    names = ["fixture-acct-ok", "fixture-acct-exit3", "fixture-acct-held", "fixture-acct-mem"]
+    ok_id = r.submit(None, names[0], "echo ok; sleep 2")
+    fail_id = r.submit(None, names[1], "exit 3")
+    held_id = r.submit(None, names[2], "true", hold=True)
+    # tail keeps a line without a newline whole: about 64 MiB resident, for max RSS.
+    mem_id = r.submit(None, names[3], "head -c 67108864 /dev/zero | tail >/dev/null; sleep 2")
+    timeout_id = None if skip_timeout else r.submit(None, "fixture-acct-timeout", "sleep 120", minutes=1)
+    r.record("slurmdb_job_completed", r.wait_recorded(ok_id, "COMPLETED", 90))
+    r.record("slurmdb_job_failed_exit3", r.wait_recorded(fail_id, "FAILED", 90))
+    r.record("slurmdb_job_max_rss", r.wait_recorded(mem_id, "COMPLETED", 90))
+    r.record("slurmdb_job_held", r.wait_recorded(held_id, "PENDING", 30, required=False))
+    r.rec("slurmdb_jobs_by_name", "GET", f"jobs/?job_name={','.join(names)}&start_time={window}", store="slurmdb")
+    r.rec("slurmdb_job_unknown", "GET", f"job/{UNKNOWN_JOB}", store="slurmdb")
+    r.call("DELETE", f"job/{held_id}")
+    r.record("slurmdb_job_cancelled", r.wait_recorded(held_id, "CANCELLED", 60))
+    if timeout_id:
+        r.record("slurmdb_job_timeout", r.wait_recorded(timeout_id, "TIMEOUT", 240))
+
+
 def cleanup(r, version, other_id):
     """Restart a wedged cluster (start does that), then let the owner cancel its job."""
     subprocess.run([str(CLUSTER_SH), "start", version], check=True)
@@ -254,6 +299,7 @@ def main():
     ap.add_argument("version", choices=["22.05", "24.11", "26.05"])
     ap.add_argument("--api", help="API version, e.g. v0.0.40 (default: newest served)")
     ap.add_argument("--skip-timeout", action="store_true", help="skip the slow job_timeout case")
+    ap.add_argument("--accounting", action="store_true", help="only the /slurmdb cases (slurmdb_absent without slurmdbd)")
     args = ap.parse_args()
 
     env = read_env(args.version)
@@ -263,8 +309,10 @@ def main():
         sys.exit(f"{api} is not served by Slurm {args.version} (serves {','.join(served)})")
     r = Recorder(env, api, mint_token(args.version, OTHER_USER))
     print(f"recording {api} from Slurm {args.version} at {env['SLURM_URL']}", flush=True)
-    other_id = scenario(r, args.skip_timeout)
-    cleanup(r, args.version, other_id)
+    if args.accounting:
+        accounting_scenario(r, args.skip_timeout)
+    else:
+        cleanup(r, args.version, scenario(r, args.skip_timeout))
 
     leaked = [str(p) for p in r.written for s in r.secrets if s in p.read_text()]
     if leaked:

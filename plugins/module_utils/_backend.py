@@ -225,13 +225,24 @@ class Backend(object):
         """Send the submit exactly once (never retried); returns the new job's id as a string."""
         raise NotImplementedError
 
-    def find_many(self, identities):
-        """{identity: newest job carrying it} for those that have a job, with one request."""
+    # How the last lookup found jobs, for a backend with more than one way (Slurm: "accounting",
+    # "live" or "accounting+live"); results show it.
+    lookup = None
+
+    def find_many(self, identities, names=None):
+        """{identity: newest job carrying it} for those that have a job, of any age the manager
+        keeps, with as few requests as it allows: the lookup before a submit. `names` are the job
+        names those jobs were submitted with, a hint for a manager that can search by name."""
         raise NotImplementedError
 
-    def find(self, identity):
-        """The newest job carrying `identity`, or None."""
-        return self.find_many([identity]).get(identity)
+    def find(self, identity, name=None):
+        """The newest job carrying `identity`, or None; `name` as in find_many."""
+        return self.find_many([identity], names=[name] if name else None).get(identity)
+
+    def poll_many(self, identities):
+        """{identity: job} now, for jobs known to exist: a poll. A manager whose lookup reads a
+        slower store (Slurm's accounting) reads its current one here."""
+        return self.find_many(identities)
 
     def get(self, job_id):
         """One job by id; NotFound when the manager does not know it."""

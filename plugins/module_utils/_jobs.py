@@ -90,8 +90,10 @@ def outcome(job, timed_out, wait_timeout, expected_phase=None):
 def ensure_present(client, spec, check_mode=False, wait=False, wait_timeout=600, poll_interval=5,
                    cancel_rejected=True, sleep=time.sleep, clock=time.monotonic):
     rendered = client.render(spec)
-    existing = client.find(spec["identity"])
+    existing = client.find(spec["identity"], name=spec.get("name"))
     result = {"changed": False, "rendered": rendered, "failed": False}
+    if getattr(client, "lookup", None):
+        result["lookup"] = client.lookup
     if existing is not None:
         job = existing
     elif check_mode:
@@ -185,7 +187,7 @@ def ensure_many_present(client, specs, check_mode=False):
     Each job's outcome stands on its own: a refused spec does not stop the others. A submitted
     job is reported as queued without reading it back; whoever polls reads all jobs at once.
     """
-    existing = client.find_many([spec["identity"] for spec in specs])
+    existing = client.find_many([spec["identity"] for spec in specs], names=[spec.get("name") for spec in specs])
     results = []
     for spec in specs:
         item = {"identity": spec["identity"], "changed": False, "failed": False}
@@ -207,7 +209,7 @@ def ensure_many_present(client, specs, check_mode=False):
 
 def read_many(client, identities):
     """(jobs by identity, identities without a job) from one list request."""
-    found = client.find_many(identities)
+    found = client.poll_many(identities)
     return found, [identity for identity in identities if identity not in found]
 
 

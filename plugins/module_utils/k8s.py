@@ -768,7 +768,7 @@ class K8sClient(Backend):
                           label_selector=selector, parse=_items)
         return select(self._with_pods(jobs, selector), identities, name, phases)
 
-    def find_many(self, identities):
+    def find_many(self, identities, names=None):
         return newest_by_identity(self.list(identities=identities), self.warnings)
 
     def cancel(self, job_id):

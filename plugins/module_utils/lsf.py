@@ -824,7 +824,7 @@ class LsfClient(Backend):
         jobs = self._call("GET", "/ws/jobs/fullinfo", "list", "jobs", parse=_jobs, empty_on_404=True)
         return select(jobs, identities, name, phases)
 
-    def find_many(self, identities):
+    def find_many(self, identities, names=None):
         """{identity: job} for those identities that have a job, from one list request."""
         return newest_by_identity(self.list(identities=identities), self.warnings)
 

@@ -1167,7 +1167,7 @@ class QuantumClient(Backend):
                 break
         return select(jobs, None, name, phases)
 
-    def find_many(self, identities):
+    def find_many(self, identities, names=None):
         """{identity: newest job carrying it}. One identity is one request by its tag; several are read
         from one page of jobs tagged "bridge", and those not on it by their own tags (a tag filter
         matches jobs carrying all the tags asked for, so they cannot be asked for at once)."""

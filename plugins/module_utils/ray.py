@@ -371,7 +371,7 @@ class RayClient(Backend):
                 pass  # metadata edited by hand: the job is only not checked
         return job
 
-    def find(self, identity):
+    def find(self, identity, name=None):
         try:
             return self.get(identity)
         except NotFound:
@@ -385,7 +385,7 @@ class RayClient(Backend):
                 and (name is None or job["name"] == name)
                 and (not phases or job["phase"] in phases)]
 
-    def find_many(self, identities):
+    def find_many(self, identities, names=None):
         """{identity: job} for those identities that have a job, from one list request.
 
         The submission id is the identity, and Ray refuses to reuse one: there is never more than one.

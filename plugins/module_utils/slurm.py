@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+import time
 
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     TERMINAL_PHASES,
@@ -28,6 +29,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
+    BridgeError,
     ConnectionFailed,
     MalformedResponse,
     NotFound,
@@ -35,6 +37,13 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     SpecError,
     Timeout,
     error_for_status,
+)
+from ansible_collections.bridge.hpc.plugins.module_utils._slurmdb import (
+    EXIT_CODE_UNRELIABLE,
+    LOOKUP_WINDOW_DAYS,
+    accounting_fields,
+    live_shape,
+    query,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import (
     effective_environment,
@@ -107,6 +116,13 @@ INVALID_JOB_ID = 2017
 ALREADY_DONE = 2021
 ZERO_BYTES = 5005
 PRIVILEGED_USERS = ("root", "slurm")
+# Job names accounting can be searched by: its job_name filter is a comma-separated list.
+NAME_SEARCHABLE = re.compile(r"^[^,\s]{1,200}$")
+NAMES_PER_QUERY = 50
+# Any name: the probe asks only whether accounting answers (over an empty window).
+PROBE_NAME = "bridge-probe"
+# Up to this many jobs accounting shows unfinished are read one by one; more, with one list.
+CURRENT_READS = 20
 NO_CHANGES = re.compile(r"^No job changes since")
 # 24.11 without slurmdbd adds this to every response; it says nothing about the request.
 HARMLESS_WARNING = re.compile(r"accounting storage is disabled", re.IGNORECASE)
@@ -248,6 +264,18 @@ def normalize_job(native):
         "stderr": text(native.get("standard_error")),
         "native": native,
     }
+
+
+def normalize_accounting_job(native, api_version):
+    """One job of Slurm's accounting (any REST version) in the shape of a live job, plus what only
+    accounting knows (account, elapsed_seconds, cpu_seconds, max_rss_bytes; source "accounting")."""
+    job = normalize_job(live_shape(native))
+    if api_version in EXIT_CODE_UNRELIABLE and job["native_state"].startswith("FAILED") and job["exit_code"] == 0:
+        # These versions' accounting reports exit 0 for any exit; FAILED says it was not 0.
+        job["exit_code"] = None
+    job.update(accounting_fields(native, number))
+    job["native"] = native
+    return job
 
 
 def _nested(obj, *path):
@@ -561,6 +589,9 @@ class SlurmClient(Backend):
         self.warnings = []
         self.cluster = None
         self._topology = None
+        # Whether slurmrestd answers /slurmdb (slurmdbd and its plugin): None until first asked.
+        self._accounting = None
+        self.lookup = None
 
     # -- plumbing
 
@@ -597,13 +628,14 @@ class SlurmClient(Backend):
     def legacy(self):
         return self.api_version in LEGACY_VERSIONS
 
-    def _path(self, suffix):
-        return "/slurm/%s/%s" % (self.api_version, suffix)
+    def _path(self, suffix, store="slurm"):
+        return "/%s/%s/%s" % (store, self.api_version, suffix)
 
     def _call(self, method, suffix, verb, obj, ident=None, json=None, params=None, idempotent=None, created_key=None,
-              parse=None):
-        """One request; `parse(body)` of its answer, where a body of another shape is MalformedResponse."""
-        path = self._path(suffix)
+              parse=None, store="slurm"):
+        """One request to slurmctld's paths (or with store="slurmdb" accounting's); `parse(body)` of
+        its answer, where a body of another shape is MalformedResponse."""
+        path = self._path(suffix, store)
         response = self.transport.request(method, path, params=params, json=json,
                                           idempotent=idempotent, verb=verb, obj=obj, ident=ident)
         body = self._check(response, verb, obj, ident, created_key)
@@ -716,10 +748,19 @@ class SlurmClient(Backend):
         return job_id
 
     def get(self, job_id):
-        jobs = self._call("GET", "job/%s" % job_id, "get", "job", job_id, parse=_jobs)
-        if not jobs:
-            raise NotFound("no such job", "get", "job", job_id, MANAGER, self.url)
-        return jobs[0]
+        """One job by id: slurmctld's, or accounting's once slurmctld has forgotten it (MinJobAge)."""
+        try:
+            jobs = self._call("GET", "job/%s" % job_id, "get", "job", job_id, parse=_jobs)
+            if not jobs:
+                raise NotFound("no such job", "get", "job", job_id, MANAGER, self.url)
+            return jobs[0]
+        except NotFound as forgotten:
+            if not self.accounting_available():
+                raise
+            try:
+                return self.recorded_job(job_id)
+            except NotFound:
+                raise forgotten
 
     def list(self, identities=None, name=None, phases=None, update_time=None):
         """Every job slurmctld remembers (MinJobAge), narrowed by identity, name and phase; None
@@ -745,9 +786,117 @@ class SlurmClient(Backend):
         jobs = decode(_jobs, body, "GET " + self._path("jobs/"), MANAGER, self.url, "list", "jobs")
         return select(jobs, identities, name, phases)
 
-    def find_many(self, identities):
-        """{identity: job} for those identities that have a job, from one list request."""
-        return newest_by_identity(self.list(identities=identities), self.warnings)
+    def find_many(self, identities, names=None):
+        """{identity: newest job carrying it}, of any age accounting keeps.
+
+        Accounting is searched by job name (`names`, and the identities, which are the default
+        names), so the lookup costs the same with 10 or 10,000 jobs queued; what it does not find
+        is looked for in slurmctld's list of every job it remembers, since accounting learns of a
+        job a moment after slurmctld and a renamed job has another name. A job accounting shows
+        unfinished is read from slurmctld, whose state is current. `lookup` says which were used.
+        """
+        identities = list(dict.fromkeys(identities))
+        recorded = self._recorded(identities, names)
+        found = dict(recorded or {})
+        missing = [identity for identity in identities if identity not in found]
+        paths = [] if recorded is None else ["accounting"]
+        if missing:
+            found.update(newest_by_identity(self.list(identities=missing), self.warnings))
+            paths.append("live")
+        self.lookup = "+".join(paths)
+        return self._current(found, recorded or {})
+
+    def poll_many(self, identities):
+        """{identity: job} now: slurmctld's list (one request); a job it has forgotten (MinJobAge)
+        is read from accounting, where there is one."""
+        found = newest_by_identity(self.list(identities=identities), self.warnings)
+        forgotten = [identity for identity in identities if identity not in found]
+        if forgotten:
+            found.update(self._recorded(forgotten, None) or {})
+        return found
+
+    def _current(self, found, recorded):
+        """Jobs accounting shows unfinished, read from slurmctld: one GET each, or one list when many."""
+        stale = [identity for identity, job in found.items() if recorded.get(identity) is job and not job["terminal"]]
+        if len(stale) > CURRENT_READS:
+            found.update(newest_by_identity(self.list(identities=stale), self.warnings))
+            return found
+        for identity in stale:
+            try:
+                found[identity] = self.get(found[identity]["job_id"])
+            except NotFound:
+                pass  # already forgotten: accounting's is all there is
+        return found
+
+    # -- accounting (slurmdbd)
+
+    def _recorded(self, identities, names):
+        """{identity: newest job carrying it} from accounting over LOOKUP_WINDOW_DAYS, or None where
+        slurmrestd serves no accounting (then the caller lists slurmctld's jobs)."""
+        searchable = sorted(set(name for name in list(names or []) + list(identities) if name and NAME_SEARCHABLE.match(name)))
+        if self._accounting is False or not searchable:
+            return None
+        start = time.time() - LOOKUP_WINDOW_DAYS * 86400
+        wanted = set(identities)
+        # Jobs run as the user a request acts for.
+        users = [self.user] if self.user else None
+        jobs = []
+        try:
+            for first in range(0, len(searchable), NAMES_PER_QUERY):
+                jobs += self.history(start=start, names=searchable[first:first + NAMES_PER_QUERY], users=users)
+        except (AuthFailed, ConnectionFailed, Timeout):
+            raise
+        except BridgeError as exc:
+            if self._accounting is not None:
+                raise
+            self._unavailable(exc)
+            return None
+        if jobs and not any(job["identity"] for job in jobs):
+            note = ("Slurm accounting keeps no job comments, where Bridge keeps a job's identity: set "
+                    "AccountingStoreFlags=job_comment in slurm.conf, or every lookup lists slurmctld's whole queue")
+            if note not in self.warnings:
+                self.warnings.append(note)
+        return newest_by_identity([job for job in jobs if job["identity"] in wanted], self.warnings)
+
+    def accounting_available(self):
+        """Whether slurmrestd answers /slurmdb (slurmdbd and its plugin); asked once per client."""
+        if self._accounting is None:
+            try:
+                self.history(start=time.time(), names=[PROBE_NAME])
+            except (AuthFailed, ConnectionFailed, Timeout):
+                raise
+            except BridgeError as exc:
+                self._unavailable(exc)
+        return self._accounting
+
+    def _unavailable(self, exc):
+        """No accounting: slurmrestd has no /slurmdb paths (404) or slurmdbd does not answer."""
+        self._accounting = False
+        if not isinstance(exc, NotFound):
+            self.warnings.append("Slurm accounting did not answer (%s); Bridge read slurmctld's queue instead" % exc.reason)
+
+    def history(self, start=None, end=None, names=None, users=None, accounts=None, partitions=None, states=None):
+        """Jobs from accounting (finished ones of any age, and live ones), normalized; `start` and
+        `end` are epochs (accounting's default window without them is since midnight)."""
+        params = query(self.api_version, start, end, names=names, users=users, accounts=accounts,
+                       partitions=partitions, states=states)
+        jobs = self._call("GET", "jobs/", "list", "accounting jobs", params=params, store="slurmdb",
+                          parse=self._accounting_jobs)
+        self._accounting = True
+        return jobs
+
+    def recorded_job(self, job_id):
+        """One job from accounting by id, of any age; NotFound when accounting has none."""
+        jobs = self._call("GET", "job/%s" % job_id, "get", "job", job_id, store="slurmdb", parse=self._accounting_jobs)
+        self._accounting = True
+        # A requeued job is there once per run; the last is the current one.
+        jobs = [job for job in jobs if job["job_id"] == str(job_id)]
+        if not jobs:
+            raise NotFound("Slurm accounting has no job %s" % job_id, "get", "job", job_id, MANAGER, self.url)
+        return jobs[-1]
+
+    def _accounting_jobs(self, body):
+        return [normalize_accounting_job(job, self.api_version) for job in items(body, "jobs", required=True)]
 
     def cancel(self, job_id, signal=None):
         """Signal a job (SIGKILL unless `signal`); cancelling a finished job is a no-op."""

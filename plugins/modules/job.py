@@ -66,6 +66,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+lookup:
+  description:
+    - How the backend looked the identity up, where it has more than one way (Slurm, C(accounting),
+      C(live) or C(accounting+live), see M(bridge.hpc.slurm_job)); absent for the others.
+  returned: with state=present, for Slurm
+  type: str
+  sample: accounting
 job_id:
   description: The backend's job id, a string for every backend; null in check mode for a job that would be submitted.
   returned: always

@@ -33,8 +33,12 @@ attributes:
     support: full
     description: Shows the job before and after; never a token.
 notes:
-  - Slurm forgets finished jobs after C(MinJobAge) (300 seconds by default) unless accounting
-    (slurmdbd) is configured. After that, O(state=present) with the same identity submits again.
+  - Where slurmrestd serves Slurm's accounting (slurmdbd, with C(AccountingStoreFlags=job_comment)), the
+    identity is looked up there by job name, which costs the same however long the queue is, and a
+    job is found for a year after it ended. Without accounting, slurmctld's list of every job it
+    remembers is read, and slurmctld forgets a finished job C(MinJobAge) (300 seconds by default)
+    after its end; after that, O(state=present) with the same identity submits again. See the
+    collection's docs/slurm.md.
 seealso:
   - module: bridge.hpc.slurm_job_info
   - module: bridge.hpc.slurm_cluster_info
@@ -92,6 +96,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+lookup:
+  description:
+    - How the job's identity was looked up before submitting, C(accounting) (Slurm's accounting, by
+      job name), C(live) (slurmctld's list of every job it remembers) or C(accounting+live) (what
+      accounting did not have was looked for in slurmctld's list).
+  returned: with state=present
+  type: str
+  sample: accounting
 job_id:
   description: Slurm job id, as a string; null in check mode for a job that would be submitted.
   returned: always

@@ -15,7 +15,11 @@ description:
   - Reads jobs from slurmrestd and returns them normalized across REST versions, the same shape
     M(bridge.hpc.slurm_job) returns.
   - With O(job_id) or O(identity) one job is read; otherwise every job slurmctld still remembers,
-    narrowed by the filters.
+    narrowed by the filters, or with O(source=accounting) the jobs Slurm's accounting (slurmdbd)
+    recorded in a time window, finished ones of any age included, as sacct lists them.
+  - Where slurmrestd serves accounting, a job slurmctld has forgotten (C(MinJobAge) after it ended)
+    is read from there, by O(job_id) or O(identity); such a job has C(source=accounting) and the
+    fields only accounting has (C(account), C(elapsed_seconds), C(cpu_seconds), C(max_rss_bytes)).
 author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
@@ -47,6 +51,29 @@ options:
     description:
       - Only jobs of this Slurm user.
     type: str
+  account:
+    description:
+      - Only jobs charged to this account.
+    type: str
+  source:
+    description:
+      - Where a list of jobs comes from. C(live) is slurmctld's queue (what it still remembers);
+        C(accounting) is Slurm's accounting over O(start_time) .. O(end_time), which needs slurmdbd
+        and slurmrestd's slurmdbd plugin (C(openapi/slurmdbd), or C(openapi/dbv0.0.38) on Slurm 22.05).
+      - One job (O(job_id), O(identity)) is looked up in both, whatever this says.
+    type: str
+    choices: [live, accounting]
+    default: live
+  start_time:
+    description:
+      - With O(source=accounting), jobs that were eligible, running or ended at or after this time:
+        RFC 3339 (V(2026-12-01T00:00:00Z)), an epoch in seconds, or relative to now (V(-12h), V(-7d);
+        units s, m, h, d, w). V(-1d) when not set.
+    type: str
+  end_time:
+    description:
+      - With O(source=accounting), only jobs before this time (same forms as O(start_time)); now when not set.
+    type: str
   include_native:
     description:
       - Keep the raw job object under C(native) in each job.
@@ -57,7 +84,11 @@ attributes:
     support: full
     description: Reads only.
 notes:
-  - Slurm forgets finished jobs after C(MinJobAge) (300 seconds by default) unless accounting is configured.
+  - Slurm forgets finished jobs after C(MinJobAge) (300 seconds by default); without accounting they
+    are gone from this module then.
+  - Accounting learns of a job a moment after slurmctld, so the newest jobs may be missing from
+    O(source=accounting) for a second or so; the v0.0.38 and v0.0.39 APIs report exit code 0 for every
+    exit there, so a C(FAILED) job's exit_code is null on Slurm 22.05 and 23.02.
 seealso:
   - module: bridge.hpc.slurm_job
 """
@@ -74,6 +105,15 @@ EXAMPLES = r"""
     partition: batch
     job_user: alice
   register: running
+
+- name: Alice's failed jobs of the last week, from accounting (elapsed, CPU time, max RSS)
+  bridge.hpc.slurm_job_info:
+    source: accounting
+    start_time: -7d
+    job_user: alice
+    account: physics
+    phases: [failed]
+  register: history
 """
 
 RETURN = r"""
@@ -83,11 +123,32 @@ jobs:
   type: list
   elements: dict
   sample: [{"job_id": "42", "name": "hello", "phase": "running", "partition": "debug"}]
+  contains:
+    source:
+      description: C(accounting) for a job read from Slurm's accounting; absent for one read from slurmctld.
+      type: str
+    account:
+      description: The account the job was charged to (accounting only).
+      type: str
+    elapsed_seconds:
+      description: Wall time the job ran (accounting only).
+      type: int
+    cpu_seconds:
+      description: User plus system CPU time of all its steps (accounting only; needs JobAcctGatherType).
+      type: float
+    max_rss_bytes:
+      description: Largest resident set size of any task of any step (accounting only; needs JobAcctGatherType).
+      type: int
 job:
   description: The one job asked for with O(job_id) or O(identity); null when the identity is not found.
   returned: when job_id or identity is given
   type: dict
   sample: {"job_id": "42", "phase": "completed", "exit_code": 0}
+lookup:
+  description: How O(identity) was looked up, C(accounting), C(live) (slurmctld's queue) or C(accounting+live).
+  returned: when identity is given
+  type: str
+  sample: accounting
 api_version:
   description: Slurm REST API version used.
   returned: always
@@ -97,6 +158,8 @@ api_version:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
+from ansible_collections.bridge.hpc.plugins.module_utils._slurmdb import STATES_BY_PHASE, window_start
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     backend_connection_options,
     client_of,
@@ -107,25 +170,64 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
 )
 
 
-def select_jobs(jobs, partition=None, job_user=None):
+DEFAULT_WINDOW = "-1d"
+
+
+def select_jobs(jobs, partition=None, job_user=None, account=None, phases=None):
     return [
         job for job in jobs
         if (partition is None or job["partition"] == partition)
         and (job_user is None or job["user"] == job_user)
+        and (account is None or account_of(job) == account)
+        and (not phases or job["phase"] in phases)
     ]
+
+
+def account_of(job):
+    return job.get("account") or (job.get("native") or {}).get("account")
+
+
+def accounting_jobs(params, client):
+    start = window_start(params["start_time"] or DEFAULT_WINDOW, "start_time")
+    end = window_start(params["end_time"], "end_time")
+    if end is not None and end < start:
+        raise SpecError("end_time", "'%s' is before start_time '%s'" % (params["end_time"], params["start_time"]))
+    if not client.accounting_available():
+        raise SpecError("source", "accounting: %s serves no Slurm accounting (no slurmdbd, or slurmrestd runs "
+                                  "without its slurmdbd plugin)" % client.url)
+    phases = params["phases"] or []
+    jobs = client.history(
+        start=start, end=end, names=[params["name"]] if params["name"] else None,
+        users=[params["job_user"]] if params["job_user"] else None,
+        accounts=[params["account"]] if params["account"] else None,
+        partitions=[params["partition"]] if params["partition"] else None,
+        states=[state for phase in phases for state in STATES_BY_PHASE[phase]])
+    return select_jobs(jobs, params["partition"], params["job_user"], params["account"], phases)
+
+
+def live_jobs(params, client):
+    return select_jobs(client.list(name=params["name"], phases=params["phases"]),
+                       params["partition"], params["job_user"], params["account"])
 
 
 def read_jobs(module, client):
     params = module.params
-    result = read_job_or_list(params, client, lambda: select_jobs(
-        client.list(name=params["name"], phases=params["phases"]), params["partition"], params["job_user"]))
+    for window in ("start_time", "end_time"):
+        if params["source"] == "live" and params[window] is not None:
+            raise SpecError(window, "is only for source=accounting (slurmctld's queue has no time window)")
+    jobs_of = accounting_jobs if params["source"] == "accounting" else live_jobs
+    result = read_job_or_list(params, client, lambda: jobs_of(params, client))
+    if params["identity"] is not None:
+        result["lookup"] = client.lookup
     result["api_version"] = client.api_version
     exit_with(module, client, result)
 
 
 def main():
     module = AnsibleModule(**job_info_module_args(
-        backend_connection_options("slurm"), partition=dict(type="str"), job_user=dict(type="str")))
+        backend_connection_options("slurm"), partition=dict(type="str"), job_user=dict(type="str"),
+        account=dict(type="str"), source=dict(type="str", choices=["live", "accounting"], default="live"),
+        start_time=dict(type="str"), end_time=dict(type="str")))
     main_for(module, client_of("slurm"), read_jobs)
 
 

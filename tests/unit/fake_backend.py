@@ -48,7 +48,7 @@ class FakeBackend(Backend):
         matches = [j for j in self.jobs.values() if j["identity"] == identity]
         return dict(matches[-1]) if matches else None
 
-    def find_many(self, identities):
+    def find_many(self, identities, names=None):
         self.lookups += 1
         found = {}
         for identity in identities:

@@ -166,8 +166,12 @@ def test_timeout_is_a_signal_15_with_failure_class_timeout(version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_unknown_job_is_not_found(version):
+    """slurmctld does not know it, and this cluster has no accounting to ask instead."""
+    client, sent = client_replaying(version, "job_unknown", "slurmdb_absent")
     with pytest.raises(NotFound):
-        job(version, "job_unknown")
+        client.get(1)
+    assert [r.url.path for r in sent] == ["/slurm/%s/job/1" % version, "/slurmdb/%s/jobs/" % version]
+    assert client.accounting_available() is False and client.warnings == []
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -194,7 +198,7 @@ def test_cancel_of_a_finished_job_is_a_no_op(version):
 
 @pytest.mark.parametrize("version", ("v0.0.38", "v0.0.42", "v0.0.45"))
 def test_cancel_of_an_unknown_job_is_not_found(version):
-    cases = ("delete_unknown",) if version == "v0.0.38" else ("job_unknown",)
+    cases = ("delete_unknown",) if version == "v0.0.38" else ("job_unknown", "slurmdb_absent")
     with pytest.raises(NotFound):
         client_replaying(version, *cases)[0].cancel(999999)
 
@@ -223,10 +227,12 @@ def test_forbidden_cancel_is_rejected_not_an_auth_failure(version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_find_by_identity_in_the_job_list(version):
-    client = client_replaying(version, "jobs_list")[0]
+    """Without accounting (a 404 for /slurmdb), the identity is looked for in slurmctld's list."""
+    client = client_replaying(version, "slurmdb_absent", "jobs_list")[0]
     found = client.find("fixture-ok")
     assert found is not None and found["identity"] == "fixture-ok"
-    assert client_replaying(version, "jobs_list")[0].find("never-submitted") is None
+    assert client.lookup == "live"
+    assert client_replaying(version, "slurmdb_absent", "jobs_list")[0].find("never-submitted") is None
 
 
 @pytest.mark.parametrize("version", ("v0.0.38", "v0.0.42", "v0.0.45"))

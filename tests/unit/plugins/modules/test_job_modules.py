@@ -7,6 +7,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClien
 from ansible_collections.bridge.hpc.plugins.modules import job, jobs, slurm_cluster_info, slurm_job, slurm_job_info
 
 from fake_backend import FakeBackend
+from slurm_stub import Stub, recorded_job
 from module_runner import Fail, run
 
 SCRIPT = "#!/bin/bash\necho hi\n"
@@ -120,3 +121,44 @@ def test_batch_results_leave_native_records_out_unless_asked(backend):
     assert all("native" not in r["job"] and r["job"]["job_id"] for r in again["results"])
     asked = run(jobs, dict(CONNECTION, backend="slurm", jobs=items, include_native=True)).result
     assert all(r["job"]["native"] == {"id": r["job"]["job_id"]} for r in asked["results"])
+
+
+def stub_cluster(monkeypatch, **stores):
+    stub = Stub(**stores)
+    monkeypatch.setattr(SlurmClient, "from_options", classmethod(lambda cls, get: stub.client(user=get("user"))))
+    return stub
+
+
+def test_job_info_reads_history_from_accounting_with_the_filters_on_the_server(monkeypatch):
+    stub = stub_cluster(monkeypatch, live=[], recorded=[recorded_job(5, "a", "FAILED"), recorded_job(6, "b", "COMPLETED")])
+    outcome = run(slurm_job_info, dict(CONNECTION, source="accounting", start_time="-7d", end_time="-1h",
+                                       job_user="bridge", account="bridge", phases=["failed"]))
+    assert [j["job_id"] for j in outcome.result["jobs"]] == ["5"]
+    assert outcome.result["jobs"][0]["elapsed_seconds"] == 10 and outcome.result["jobs"][0]["source"] == "accounting"
+    params = stub.sent[-1].url.params
+    assert params["users"] == "bridge" and params["account"] == "bridge" and "FAILED" in params["state"].split(",")
+    assert int(params["end_time"]) - int(params["start_time"]) == 7 * 86400 - 3600
+
+
+def test_job_info_of_an_identity_says_how_it_was_looked_up(monkeypatch):
+    stub_cluster(monkeypatch, live=[], recorded=[recorded_job(5, "a")])
+    outcome = run(slurm_job_info, dict(CONNECTION, identity="a"))
+    assert outcome.result["job"]["job_id"] == "5" and outcome.result["lookup"] == "accounting"
+
+
+@pytest.mark.parametrize("args, field", [
+    ({"start_time": "-1d"}, "start_time"),
+    ({"source": "accounting", "start_time": "last week"}, "start_time"),
+    ({"source": "accounting", "start_time": "-1h", "end_time": "-2h"}, "end_time"),
+])
+def test_job_info_refuses_a_bad_window_naming_the_field(monkeypatch, args, field):
+    stub = stub_cluster(monkeypatch, live=[], recorded=[])
+    outcome = run(slurm_job_info, dict(CONNECTION, **args))
+    assert isinstance(outcome, Fail) and field in outcome.result["msg"]
+    assert not [r for r in stub.sent if "slurmdb/v0.0.42/jobs" in r.url.path and "job_name" not in r.url.params]
+
+
+def test_job_info_from_accounting_where_there_is_none_says_so(monkeypatch):
+    stub_cluster(monkeypatch, live=[], recorded=None)
+    outcome = run(slurm_job_info, dict(CONNECTION, source="accounting"))
+    assert isinstance(outcome, Fail) and "serves no Slurm accounting" in outcome.result["msg"]

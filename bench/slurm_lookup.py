@@ -1,0 +1,148 @@
+#!/usr/bin/env python
+"""Cost of the identity lookup before a submit, by queue length, both ways, in one run.
+
+  accounting  SlurmClient's lookup: slurmdbd searched by job name (then slurmctld only for what
+              accounting does not have)
+  live        the same client with accounting switched off: every job slurmctld remembers is listed
+
+For each queue length (0, 1,000, 10,000 held jobs by default, submitted in parallel with raw POSTs,
+so they use no CPU) it times ensure_present of a spec whose identity exists (the re-run of a play:
+a finished job, and a running one) with a fresh client per call, as each module run has, and prints
+the p50 of each way and the ratios against the empty queue, measured in the same run. Every job it
+submits is cancelled at the end.
+
+Reads SLURM_URL, SLURM_USER, SLURM_JWT of a cluster with accounting (tools/slurm-cluster.sh env).
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import statistics
+import time
+import uuid
+
+import httpx
+
+import common  # noqa: F401  (puts the collection on sys.path)
+from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_present  # noqa: E402
+from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec  # noqa: E402
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient, compile_submit  # noqa: E402
+
+
+def spec_for(identity, script="#!/bin/bash\ntrue\n", hold=False):
+    options = {"backend_options": {"slurm": {"hold": True}}} if hold else {}
+    return normalize_spec(dict({"script": script, "identity": identity, "queue": "debug",
+                                "resources": {"time_limit": 5}}, **options))
+
+
+class Cluster(object):
+    def __init__(self):
+        self.url, self.user, self.token = os.environ["SLURM_URL"], os.environ.get("SLURM_USER"), os.environ["SLURM_JWT"]
+        self.client = self.new_client()
+        self.version = self.client.api_version
+        headers = {"X-SLURM-USER-TOKEN": self.token, "Content-Type": "application/json"}
+        if self.user:
+            headers["X-SLURM-USER-NAME"] = self.user
+        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=60)
+        self.submitted = []
+
+    def new_client(self, accounting=True):
+        client = SlurmClient(self.url, user=self.user, token=self.token,
+                             api_version=getattr(self, "version", None), timeout=60)
+        if not accounting:
+            client._accounting = False  # pylint: disable=protected-access
+        return client
+
+    def post(self, spec):
+        answer = self.http.post("/slurm/%s/job/submit" % self.version, content=json.dumps(compile_submit(spec, self.version)))
+        answer.raise_for_status()
+        job_id = str(answer.json()["job_id"])
+        self.submitted.append(job_id)
+        return job_id
+
+    def fill(self, count, run):
+        """Held jobs up to `count` in the queue, four POSTs at a time."""
+        names = ["fill-%s-%05d" % (run, i) for i in range(count)]
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda name: self.post(spec_for(name, hold=True)), names))
+
+    def cancel_all(self):
+        def cancel(job_id):
+            self.http.delete("/slurm/%s/job/%s" % (self.version, job_id))
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(cancel, self.submitted))
+
+    def queue_length(self):
+        return len(self.client.list())
+
+
+def p50_lookup(cluster, spec, accounting, rounds):
+    """(p50 seconds, lookup path) of ensure_present finding `spec`'s job, a fresh client each time."""
+    durations, paths = [], set()
+    for _ in range(rounds):
+        client = cluster.new_client(accounting)
+        t0 = time.perf_counter()
+        result = ensure_present(client, spec)
+        durations.append(time.perf_counter() - t0)
+        assert not result["changed"], "the lookup missed job %s: it submitted again" % result["job"]["job_id"]
+        paths.add(result.get("lookup"))
+        client.close()
+    return statistics.median(durations), "/".join(sorted(p or "-" for p in paths))
+
+
+def wait_until_recorded(cluster, spec, job_id, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        client = cluster.new_client()
+        found = client.find(spec["identity"], name=spec["name"])
+        if found is not None and found["job_id"] == job_id and client.lookup == "accounting":
+            return
+        time.sleep(0.5)
+    raise SystemExit("job %s is not in accounting after %ds: is slurmdbd running?" % (job_id, timeout))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queue", type=int, nargs="+", default=[0, 1000, 10000], help="queue lengths (default 0 1000 10000)")
+    parser.add_argument("--rounds", type=int, default=5, help="lookups per way and length (default 5)")
+    args = parser.parse_args()
+    cluster = Cluster()
+    if not cluster.new_client().accounting_available():
+        raise SystemExit("%s serves no Slurm accounting: start the cluster with accounting" % cluster.url)
+    before = cluster.queue_length()
+    if before > 50:
+        print("warning: %d jobs already in the queue; the 0-length row is not an empty queue" % before)
+    run = uuid.uuid4().hex[:6]
+    finished = spec_for("lookup-%s-done" % run)
+    running = spec_for("lookup-%s-held" % run, hold=True)
+    rows = []
+    try:
+        for spec in (finished, running):
+            wait_until_recorded(cluster, spec, cluster.post(spec))
+        filled = 0
+        for length in sorted(args.queue):
+            cluster.fill(length - filled, run)
+            filled = length
+            row = {"queued": cluster.queue_length()}
+            for label, spec in (("finished", finished), ("held", running)):
+                for way, accounting in (("accounting", True), ("live", False)):
+                    row[(label, way)] = p50_lookup(cluster, spec, accounting, args.rounds)
+            rows.append(row)
+    finally:
+        cluster.cancel_all()
+    print("Slurm %s (REST %s): ensure_present of an identity that exists, p50 of %d, fresh client each" % (
+        cluster.client.ping().get("release"), cluster.version, args.rounds))
+    print("%8s %-9s %14s %9s %14s %9s  %s" % ("queued", "job", "accounting ms", "x empty", "live ms", "x empty", "paths"))
+    for row in rows:
+        for label in ("finished", "held"):
+            accounting, live = row[(label, "accounting")], row[(label, "live")]
+            empty_accounting, empty_live = rows[0][(label, "accounting")][0], rows[0][(label, "live")][0]
+            print("%8d %-9s %14.1f %9.2f %14.1f %9.2f  %s, %s" % (
+                row["queued"], label, accounting[0] * 1000, accounting[0] / empty_accounting,
+                live[0] * 1000, live[0] / empty_live, accounting[1], live[1]))
+    print("jobs submitted: %d, all cancelled" % len(cluster.submitted))
+
+
+if __name__ == "__main__":
+    main()
