@@ -76,6 +76,9 @@ molecule: bootstrap services
 bench: bootstrap
 	tools/slurm-cluster.sh start 22.05
 	set -a; . .run/slurm-22.05/env; set +a; python bench/slurm_submit.py
+	set -a; . .run/slurm-22.05/env; set +a; python bench/slurm_lookup.py
+	tools/slurm-cluster.sh start 26.05
+	set -a; . .run/slurm-26.05/env; set +a; python bench/slurm_lookup.py
 	tools/ray-cluster.sh start
 	set -a; . .run/ray/env; set +a; python bench/ray_submit.py
 	tools/lsf-pac.sh start
