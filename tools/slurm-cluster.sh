@@ -558,8 +558,20 @@ start_daemons() {
 # if missing (sacctmgr -i add fails on what exists). slurmctld needs the cluster before it starts.
 register_cluster() {
   local sacctmgr=(timeout 20 chroot "${ROOT:-/}" env SLURM_CONF="$CONF" sacctmgr -i) have u
-  dbd_answers || "${sacctmgr[@]}" add cluster "$CLUSTER" >/dev/null ||
-    { log "Slurm $VERSION: sacctmgr add cluster $CLUSTER failed"; return 1; }
+  # The state dir keeps the ClusterID slurmctld last ran with, and 23.02+ slurmctld exits with
+  # "CLUSTER ID MISMATCH" when the database has another: after a run without accounting, or with
+  # another database (a chroot's state is shared by every run dir, each with its own MariaDB). The
+  # database is the authority; without the file slurmctld takes the id it has. accounting-db
+  # records which database the state last ran with.
+  local mark=$HD/state/accounting-db
+  if ! dbd_answers; then
+    "${sacctmgr[@]}" add cluster "$CLUSTER" >/dev/null ||
+      { log "Slurm $VERSION: sacctmgr add cluster $CLUSTER failed"; return 1; }
+    rm -f "$HD/state/clustername"
+  elif [[ "$(cat "$mark" 2>/dev/null)" != "$MDB" ]]; then
+    rm -f "$HD/state/clustername"
+  fi
+  echo "$MDB" >"$mark"
   have=$("${sacctmgr[@]}" -n -P show assoc cluster="$CLUSTER" format=account,user) ||
     { log "Slurm $VERSION: sacctmgr show assoc failed"; return 1; }
   if ! grep -q "^$ACCOUNT|" <<<"$have"; then

@@ -12,8 +12,9 @@ The driver behaves as the user in the report: the env file is sourced into the s
 is exported) before each `start`; one daemon is killed by the PID the script recorded; `start`
 must then leave the cluster `running` and answering an authenticated request. MinJobAge is 2 s
 (BRIDGE_SLURM_MIN_JOB_AGE), so a finished job soon leaves /slurm/.../job/{id}; it must then still
-be found in accounting, with its comment, on every /slurmdb version the cluster serves. Last, the
-same cluster is restarted with --no-accounting: no slurmdbd, and slurmrestd without its plugin.
+be found in accounting, with its comment, on every /slurmdb version the cluster serves. The
+cluster runs with --no-accounting before and after: no slurmdbd or MariaDB, and slurmrestd without
+its slurmdbd plugin.
 """
 
 import os
@@ -103,6 +104,19 @@ run=$BRIDGE_RUN/slurm-$v
 pidfile() { if [[ $1 == mariadbd ]]; then echo "$BRIDGE_RUN/mariadb/pids/mariadbd.pid"; else echo "$run/pids/$1.pid"; fi; }
 rest_plugins() { local pid _; read -r pid _ <"$run/pids/slurmrestd.pid"; tr '\0' '\n' <"/proc/$pid/cmdline" | sed -n '/^-s$/{n;p}'; }
 pids_now() { cat "$run"/pids/*.pid "$BRIDGE_RUN"/mariadb/pids/*.pid 2>/dev/null; }
+without() {  # the setup without accounting, as before issue 13
+  set -a; . "$run/env"; set +a
+  [[ -e $run/pids/slurmdbd.pid ]] && dbd=yes || dbd=no
+  [[ -e $BRIDGE_RUN/mariadb/pids/mariadbd.pid ]] && mdb=yes || mdb=no
+  echo "$1|$2|$($script status "$v")|$SLURM_ACCOUNTING|$dbd|$mdb|$(rest_plugins)|$(grep '^AccountingStorageType=' "$run/slurm/etc/slurm.conf")"
+}
+$script start "$v" --no-accounting; without NOACCT $?
+pids=$(pids_now)
+$script start "$v" --no-accounting; rc=$?
+[[ $(pids_now) == "$pids" ]] && same=yes || same=no
+echo "NOACCT-AGAIN|$rc|$same"
+# Accounting on the same state: 24.11 and 26.05 keep a ClusterID there that the new database must
+# not contradict.
 $script start "$v" || { echo "FIRST-START-FAILED"; exit 1; }
 set -a; . "$run/env"; set +a
 echo "MODE|$SLURM_ACCOUNTING|$SLURM_DB_API_VERSIONS|$(rest_plugins)"
@@ -126,16 +140,8 @@ pids=$(pids_now)
 $script start "$v"; rc=$?
 [[ $(pids_now) == "$pids" ]] && same=yes || same=no
 echo "AGAIN|$rc|$($script status "$v")|$same"
-# Without accounting: restarted as before issue 13, and MariaDB stopped (no cluster uses it).
-$script start "$v" --no-accounting; rc=$?
-set -a; . "$run/env"; set +a
-[[ -e $run/pids/slurmdbd.pid ]] && dbd=yes || dbd=no
-[[ -e $BRIDGE_RUN/mariadb/pids/mariadbd.pid ]] && mdb=yes || mdb=no
-echo "NOACCT|$rc|$($script status "$v")|$SLURM_ACCOUNTING|$dbd|$mdb|$(rest_plugins)|$(grep '^AccountingStorageType=' "$run/slurm/etc/slurm.conf")"
-pids=$(pids_now)
-$script start "$v" --no-accounting; rc=$?
-[[ $(pids_now) == "$pids" ]] && same=yes || same=no
-echo "NOACCT-AGAIN|$rc|$same"
+# Back without accounting: slurmdbd gone, and MariaDB stopped (no cluster uses it).
+$script start "$v" --no-accounting; without SWITCHED $?
 $script stop "$v"
 """
 
@@ -196,11 +202,12 @@ def test_accounting_and_start_on_a_degraded_cluster(version):
     assert again and again[0][0] == "0" and again[0][1].startswith(version + " running"), tail
     assert again[0][2] == "yes", "a start on a running cluster restarted daemons: " + tail
 
-    without = rows(result, "NOACCT")
-    assert without, tail
-    rc, status, accounting_flag, dbd, mariadb, plugins, storage = without[0]
-    assert rc == "0" and status.startswith(version + " running") and "no accounting" in status, tail
-    assert (accounting_flag, dbd, mariadb) == ("0", "no", "no"), tail
-    assert plugins == REST_PLUGINS[version], tail
-    assert storage == "AccountingStorageType=accounting_storage/none", tail
+    for kind in ("NOACCT", "SWITCHED"):
+        without = rows(result, kind)
+        assert without, tail
+        rc, status, accounting_flag, dbd, mariadb, plugins, storage = without[0]
+        assert rc == "0" and status.startswith(version + " running") and "no accounting" in status, tail
+        assert (accounting_flag, dbd, mariadb) == ("0", "no", "no"), "%s: %s" % (kind, tail)
+        assert plugins == REST_PLUGINS[version], tail
+        assert storage == "AccountingStorageType=accounting_storage/none", tail
     assert rows(result, "NOACCT-AGAIN") == [["0", "yes"]], tail
