@@ -11,7 +11,10 @@
 #
 # Facts this script relies on are in docs real-services.md sections 1 and 2. Every process it starts
 # is recorded as "PID STARTTIME" so that a stale pid file (other boot, other session) never matches
-# a live process; it never kills by name. Everything listens on 127.0.0.1 only.
+# a live process; it never kills by name. Clients and daemons talk over 127.0.0.1; slurmrestd and
+# MariaDB listen there only, while slurmctld, slurmd and slurmdbd bind their ports on every address
+# (Slurm has no bind address for them; CommunicationParameters=NoInAddrAny binds the address the
+# host name resolves to instead, which need not be a loopback one).
 #
 # Accounting (on unless --no-accounting, which keeps the setup without slurmdbd exactly):
 # - One MariaDB server for all clusters (Debian's mariadb-server, run from the host's binaries with
@@ -30,8 +33,20 @@
 # - slurmrestd also loads the slurmdbd plugin: 22.05 openapi/dbv0.0.38 (/slurmdb/v0.0.38/...),
 #   24.11 and 26.05 openapi/slurmdbd (/slurmdb/v0.0.4x/... for every data_parser version).
 # - The env file tells which mode runs: SLURM_ACCOUNTING=1|0, and SLURM_DB_API_VERSIONS.
+# - The ClusterID in a state dir that ran without accounting or with another database (a chroot's
+#   state is shared by every run dir, each with its own MariaDB) is dropped, so that slurmctld takes
+#   the database's: 24.11 and 26.05 refuse to start on a mismatch.
 # BRIDGE_SLURM_MIN_JOB_AGE (default 300) sets MinJobAge, how long slurmctld keeps a finished job.
 # A start whose accounting mode or MinJobAge differs from the running cluster's restarts it.
+#
+# Cost of accounting, measured on 2 cores (in tools/lib/slurm-sandbox.sh, beside a CI run):
+#   once: mariadb-server + slurmdbd on the host 26 s (apt, downloads included); slurmdbd added to an
+#   existing chroot 4 s each; a fresh MariaDB datadir 1-3 s.
+#   start (seconds)          22.05      24.11      26.05    (--no-accounting: 1.2-1.7)
+#     fresh database           7-10       10-11      11-12    (datadir, schema, registration)
+#     warm (database exists)   3.0-3.8    1.7-2.2    2.0-2.8
+#     already running          0.3-0.4    0.1-0.3    0.2-0.3  (--no-accounting: 0.2)
+#   `start all`: 20 s with a fresh database, 5.3 s warm (--no-accounting: 2.4 s).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -775,7 +790,8 @@ status_one() {
     echo "$VERSION running $URL ($how)"
   elif ((${#down[@]} == 0)); then echo "$VERSION degraded $URL (not answering; start restarts it; $how)"
   else
-    echo "$VERSION degraded $URL ($((${#names[@]} - ${#down[@]})) of ${#names[@]} daemons alive, down: ${down[*]}; $how)"
+    local alive=$((${#names[@]} - ${#down[@]}))
+    echo "$VERSION degraded $URL ($alive of ${#names[@]} daemons alive, down: ${down[*]}; $how)"
   fi
 }
 

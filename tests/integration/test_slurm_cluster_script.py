@@ -101,14 +101,21 @@ set -u
 v=$1; shift
 script=tools/slurm-cluster.sh
 run=$BRIDGE_RUN/slurm-$v
-pidfile() { if [[ $1 == mariadbd ]]; then echo "$BRIDGE_RUN/mariadb/pids/mariadbd.pid"; else echo "$run/pids/$1.pid"; fi; }
-rest_plugins() { local pid _; read -r pid _ <"$run/pids/slurmrestd.pid"; tr '\0' '\n' <"/proc/$pid/cmdline" | sed -n '/^-s$/{n;p}'; }
+pidfile() {
+  if [[ $1 == mariadbd ]]; then echo "$BRIDGE_RUN/mariadb/pids/mariadbd.pid"; else echo "$run/pids/$1.pid"; fi
+}
+rest_plugins() {  # slurmrestd's -s argument
+  local pid _
+  read -r pid _ <"$run/pids/slurmrestd.pid"
+  tr '\0' '\n' <"/proc/$pid/cmdline" | sed -n '/^-s$/{n;p}'
+}
 pids_now() { cat "$run"/pids/*.pid "$BRIDGE_RUN"/mariadb/pids/*.pid 2>/dev/null; }
 without() {  # the setup without accounting, as before issue 13
   set -a; . "$run/env"; set +a
   [[ -e $run/pids/slurmdbd.pid ]] && dbd=yes || dbd=no
   [[ -e $BRIDGE_RUN/mariadb/pids/mariadbd.pid ]] && mdb=yes || mdb=no
-  echo "$1|$2|$($script status "$v")|$SLURM_ACCOUNTING|$dbd|$mdb|$(rest_plugins)|$(grep '^AccountingStorageType=' "$run/slurm/etc/slurm.conf")"
+  storage=$(grep '^AccountingStorageType=' "$run/slurm/etc/slurm.conf")
+  echo "$1|$2|$($script status "$v")|$SLURM_ACCOUNTING|$dbd|$mdb|$(rest_plugins)|$storage"
 }
 $script start "$v" --no-accounting; without NOACCT $?
 pids=$(pids_now)
