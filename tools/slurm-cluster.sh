@@ -1,15 +1,52 @@
 #!/usr/bin/env bash
 # Install, start, stop and inspect real single-node Slurm clusters for tests and the demo.
 #
-#   tools/slurm-cluster.sh start|stop|status|env|token VERSION [USER]
+#   tools/slurm-cluster.sh start|install VERSION [--no-accounting]
+#   tools/slurm-cluster.sh stop|status|env|token VERSION [USER]
 #
 # VERSION is 22.05 (Debian 12 packages on the host), 24.11 (trixie chroot) or 26.05 (sid chroot);
-# `start`, `stop` and `status` also take `all`. `token VERSION [USER]` prints a fresh JWT for USER
-# (default bridge), e.g. for the second test user.
+# `start`, `install`, `stop` and `status` also take `all`. `token VERSION [USER]` prints a fresh JWT
+# for USER (default bridge), e.g. for the second test user. `install` only installs (packages,
+# chroot, users) and starts nothing: it needs the network, `start` does not once it ran.
 #
 # Facts this script relies on are in docs real-services.md sections 1 and 2. Every process it starts
 # is recorded as "PID STARTTIME" so that a stale pid file (other boot, other session) never matches
-# a live process; it never kills by name. Everything listens on 127.0.0.1 only.
+# a live process; it never kills by name. Clients and daemons talk over 127.0.0.1; slurmrestd and
+# MariaDB listen there only, while slurmctld, slurmd and slurmdbd bind their ports on every address
+# (Slurm has no bind address for them; CommunicationParameters=NoInAddrAny binds the address the
+# host name resolves to instead, which need not be a loopback one).
+#
+# Accounting (on unless --no-accounting, which keeps the setup without slurmdbd exactly):
+# - One MariaDB server for all clusters (Debian's mariadb-server, run from the host's binaries with
+#   --no-defaults, so never the system's instance): datadir, socket, pid file and logs under
+#   $BRIDGE_RUN/mariadb, TCP on 127.0.0.1:3307 only. The chroots share the host's network namespace,
+#   so their slurmdbd reaches it over TCP like the host's. A cluster that starts with accounting
+#   leaves a mark in mariadb/users/; `stop` removes it, and the last one out stops MariaDB.
+# - Each cluster has its own slurmdbd (DbdPort 6819, 6829, 6839 beside its other ports) and its own
+#   database slurm_acct_<ClusterName> (StorageLoc); slurmdbd.conf (with the database password) is
+#   owned by SlurmUser, mode 0600. Before slurmctld starts, the cluster, the account `bridge` and
+#   the users root, bridge and bridgeother (associations in `bridge`) are added if missing.
+#   AccountingStorageEnforce stays unset: a user without an association may still submit.
+# - slurm.conf: AccountingStoreFlags=job_comment (Bridge reads its job identity back from the
+#   comment), JobAcctGatherType=jobacct_gather/linux (MaxRSS, CPU time), which works with
+#   ProctrackType=proctrack/linuxproc here, JobCompType=jobcomp/none.
+# - slurmrestd also loads the slurmdbd plugin: 22.05 openapi/dbv0.0.38 (/slurmdb/v0.0.38/...),
+#   24.11 and 26.05 openapi/slurmdbd (/slurmdb/v0.0.4x/... for every data_parser version).
+# - The env file tells which mode runs: SLURM_ACCOUNTING=1|0, and SLURM_DB_API_VERSIONS.
+# - The ClusterID in a state dir that ran without accounting or with another database (a chroot's
+#   state is shared by every run dir, each with its own MariaDB) is dropped, so that slurmctld takes
+#   the database's: 24.11 and 26.05 refuse to start on a mismatch.
+# BRIDGE_SLURM_MIN_JOB_AGE (default 300) sets MinJobAge, how long slurmctld keeps a finished job.
+# A start whose accounting mode or MinJobAge differs from the running cluster's restarts it.
+#
+# Cost of accounting, measured on 2 cores (in tools/lib/slurm-sandbox.sh, beside a CI run):
+#   once: mariadb-server + slurmdbd on the host 26 s (apt, downloads included); slurmdbd added to an
+#   existing chroot 4 s each; a fresh MariaDB datadir 1-3 s.
+#   start (seconds)          22.05      24.11      26.05    (--no-accounting: 1.2-1.7)
+#     fresh database           7-10       10-11      11-12    (datadir, schema, registration)
+#     warm (database exists)   3.0-3.8    1.7-2.2    2.0-2.8
+#     already running          0.3-0.4    0.1-0.3    0.2-0.3  (--no-accounting: 0.2)
+#   `start all`: 20 s with a fresh database, 5.3 s warm (--no-accounting: 2.4 s).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,6 +62,15 @@ JOB_USER=bridge
 OTHER_USER=bridgeother
 REST_USER=slurmrestd          # slurmrestd refuses root and SlurmUser
 TIMEOUT=${BRIDGE_SLURM_TIMEOUT:-30}
+ACCOUNTING=1                  # --no-accounting sets 0
+MIN_JOB_AGE=${BRIDGE_SLURM_MIN_JOB_AGE:-300}
+# Accounting adds slurmdbd to each cluster's filesystem and one MariaDB server on the host.
+ACCT_PACKAGES=(slurmdbd)
+DB_PACKAGES=(mariadb-server)
+MDB=$RUN_BASE/mariadb
+MARIADB_PORT=3307
+DB_USER=slurm                 # MariaDB account of every slurmdbd; its password is $MDB/db.pass
+ACCOUNT=bridge                # the Slurm account the test users are associated with
 export DEBIAN_FRONTEND=noninteractive
 # The env file this script writes holds SLURM_JWT, and users source it into their shell (set -a;
 # . .run/slurm-VERSION/env). Slurm's daemons and commands read SLURM_* from their environment: with
@@ -51,16 +97,26 @@ source "$REPO/tools/lib/rootfs.sh"
 select_version() {
   VERSION=$1
   case $VERSION in
-    22.05) SUITE=""; CTLD_PORT=6817; SLURMD_PORT=6818; REST_PORT=6820; CLUSTER=c2205
-           # 22.05 has one static plugin per API version and dies if asked for slurmdbd ones.
-           REST_PLUGINS=openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36 ;;
-    24.11) SUITE=trixie; CTLD_PORT=6827; SLURMD_PORT=6828; REST_PORT=6830; CLUSTER=c2411
+    22.05) SUITE=""; CTLD_PORT=6817; SLURMD_PORT=6818; DBD_PORT=6819; REST_PORT=6820; CLUSTER=c2205
+           # 22.05 has one static plugin per API version and dies if asked for slurmdbd ones
+           # while there is no slurmdbd; with one, dbv0.0.38 serves /slurmdb/v0.0.38/.
+           REST_PLUGINS=openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36
+           REST_DB_PLUGINS=openapi/dbv0.0.38 ;;
+    24.11) SUITE=trixie; CTLD_PORT=6827; SLURMD_PORT=6828; DBD_PORT=6829; REST_PORT=6830; CLUSTER=c2411
            # data_parser era: one plugin serves every version; without slurmdbd it must be named.
-           REST_PLUGINS=openapi/slurmctld ;;
-    26.05) SUITE=sid; CTLD_PORT=6837; SLURMD_PORT=6838; REST_PORT=6840; CLUSTER=c2605
-           REST_PLUGINS=openapi/slurmctld ;;
+           REST_PLUGINS=openapi/slurmctld
+           REST_DB_PLUGINS=openapi/slurmdbd ;;
+    26.05) SUITE=sid; CTLD_PORT=6837; SLURMD_PORT=6838; DBD_PORT=6839; REST_PORT=6840; CLUSTER=c2605
+           REST_PLUGINS=openapi/slurmctld
+           REST_DB_PLUGINS=openapi/slurmdbd ;;
     *) die "unknown version '$VERSION' (expected 22.05, 24.11 or 26.05)" ;;
   esac
+  if ((ACCOUNTING)); then
+    DAEMONS=(munged slurmdbd slurmctld slurmd slurmrestd)
+    REST_PLUGINS+=,$REST_DB_PLUGINS
+  else
+    DAEMONS=(munged slurmctld slurmd slurmrestd)
+  fi
   RUN=$RUN_BASE/slurm-$VERSION
   PID_DIR=$RUN/pids
   PROCS_LOG_PREFIX="Slurm $VERSION: "
@@ -92,14 +148,14 @@ target() {
 launch() {
   local name=$1; shift
   mkdir -p "$RUN/pids" "$RUN/log"
-  # 8>&- 9>&-: a daemon must not inherit our lock files, or it would hold the locks forever.
+  # 7>&- 8>&- 9>&-: a daemon must not inherit our lock files, or it would hold the locks forever.
   # A daemon works in the run dir, not in the caller's: slurmrestd 22.05 calls getcwd() on every
   # submit and drops the connection once that directory is gone (a removed checkout or temp dir).
   # chroot(1) already changes into the chroot's /.
   if [[ -n $ROOT ]]; then
-    setsid chroot "$ROOT" env SLURM_CONF="$CONF" "$@" </dev/null >>"$RUN/log/$name.out" 2>&1 8>&- 9>&- &
+    setsid chroot "$ROOT" env SLURM_CONF="$CONF" "$@" </dev/null >>"$RUN/log/$name.out" 2>&1 7>&- 8>&- 9>&- &
   else
-    setsid env --chdir="$RUN" SLURM_CONF="$CONF" "$@" </dev/null >>"$RUN/log/$name.out" 2>&1 8>&- 9>&- &
+    setsid env --chdir="$RUN" SLURM_CONF="$CONF" "$@" </dev/null >>"$RUN/log/$name.out" 2>&1 7>&- 8>&- 9>&- &
   fi
   local pid=$!
   echo "$pid $(starttime "$pid")" >"$RUN/pids/$name.pid"
@@ -133,24 +189,59 @@ wait_for() {
 # ---------------------------------------------------------------------------------------------
 # Installation
 # ---------------------------------------------------------------------------------------------
+# Packages of $ROOT's dpkg database that are not installed (dpkg-query reads it without a chroot).
+chroot_missing() {
+  local p
+  for p in "$@"; do
+    dpkg-query --admindir="$ROOT/var/lib/dpkg" -W -f='${Status}\n' "$p" 2>/dev/null |
+      grep -q '^install ok installed$' || echo "$p"
+  done
+}
+
+# apt-get install PACKAGE... into the existing chroot, output to LOG. Slurm's own packages at the
+# version the chroot has: sid moves on, and a newer slurmdbd would pull a new Slurm in under the
+# clusters that run from this chroot. Only when the archive no longer has that version does the
+# current one come, with an upgrade of the chroot's Slurm.
+chroot_install() {
+  local blog=$1; shift
+  local ver p pinned=() apt=(chroot "$ROOT" apt-get install -y -q --no-install-recommends)
+  ver=$(dpkg-query --admindir="$ROOT/var/lib/dpkg" -W -f='${Version}' slurmctld 2>/dev/null) || ver=""
+  for p in "$@"; do
+    if [[ -n $ver && $p == slurm* ]]; then pinned+=("$p=$ver"); else pinned+=("$p"); fi
+  done
+  "${apt[@]}" "${pinned[@]}" >>"$blog" 2>&1 && return 0
+  chroot "$ROOT" apt-get update -q >>"$blog" 2>&1 || return 1
+  "${apt[@]}" "${pinned[@]}" >>"$blog" 2>&1 && return 0
+  log "Slurm $ver is gone from the $SUITE archive: installing the current one into $ROOT"
+  "${apt[@]}" "$@" >>"$blog" 2>&1
+}
+
 # Build $CACHE/$SUITE once. It is built in a temp dir and renamed only when complete, so a
-# half-built chroot is never taken as done; the marker records the package list it holds.
+# half-built chroot is never taken as done; the marker says it is complete and records the package
+# list it was asked for. A package missing from an existing chroot (accounting's slurmdbd in one
+# built without it) is added in place; what is installed is read from dpkg, not from the marker,
+# which another checkout's script may rewrite with its own list.
 ensure_chroot() {
-  local pkgs=("${PACKAGES[@]}" "${CHROOT_EXTRA[@]}") want marker=$ROOT/.bridge-chroot
-  want="${pkgs[*]}"
-  [[ -f $marker && "$(cat "$marker")" == "$want" ]] && return 0
+  local pkgs=("${PACKAGES[@]}" "${CHROOT_EXTRA[@]}") marker=$ROOT/.bridge-chroot missing
+  ((ACCOUNTING)) && pkgs+=("${ACCT_PACKAGES[@]}")
+  [[ -f $marker && -z "$(chroot_missing "${pkgs[@]}")" ]] && return 0
   mkdir -p "$CACHE"
   exec 8>"$CACHE/.$SUITE.lock"
   flock 8
-  if [[ -f $marker && "$(cat "$marker")" == "$want" ]]; then exec 8>&-; return 0; fi
-  if [[ -f $marker ]]; then            # built before with another package list: top it up
-    log "updating chroot $ROOT to: $want"
-    mount_root "$ROOT"
-    chroot "$ROOT" apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null ||
-      { chroot "$ROOT" apt-get update -q >/dev/null &&
-        chroot "$ROOT" apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null; }
-    chroot "$ROOT" apt-get clean
-    echo "$want" >"$marker"
+  if [[ -f $marker ]]; then
+    mapfile -t missing < <(chroot_missing "${pkgs[@]}")
+    if ((${#missing[@]})); then
+      local t0=$SECONDS blog=$CACHE/.$SUITE.install.log
+      log "adding to chroot $ROOT: ${missing[*]}"
+      mount_root "$ROOT"
+      : >"$blog"
+      chroot_install "$blog" "${missing[@]}" ||
+        { tail -n 20 "$blog" >&2; die "installing ${missing[*]} into $ROOT failed (log: $blog)"; }
+      chroot "$ROOT" apt-get clean
+      rm -f "$blog"
+      echo "${pkgs[*]}" >"$marker"
+      log "added ${missing[*]} to $ROOT in $((SECONDS - t0))s"
+    fi
     exec 8>&-
     return 0
   fi
@@ -165,7 +256,7 @@ ensure_chroot() {
   log "building $SUITE chroot (debootstrap, a few dozen seconds) in $tmp"
   debootstrap_tree "$tmp" "$SUITE" "$MIRROR" "$blog" "${pkgs[@]}"
   rm -f "$blog"
-  echo "$want" >"$tmp/.bridge-chroot"
+  echo "${pkgs[*]}" >"$tmp/.bridge-chroot"
   mv -T "$tmp" "$ROOT"
   trap - EXIT
   exec 8>&-
@@ -193,9 +284,15 @@ ensure_installed() {
   # Users exist on the host for every version: chroot uids are copied from there.
   local u
   for u in "$JOB_USER" "$OTHER_USER"; do id "$u" >/dev/null 2>&1 || useradd -m -s /bin/bash "$u"; done
-  if [[ -z $ROOT ]]; then
-    apt_install_host "${PACKAGES[@]}"
-  else
+  # MariaDB runs on the host for every version (one server for all clusters).
+  local host_pkgs=()
+  [[ -z $ROOT ]] && host_pkgs+=("${PACKAGES[@]}")
+  if ((ACCOUNTING)); then
+    host_pkgs+=("${DB_PACKAGES[@]}")
+    [[ -z $ROOT ]] && host_pkgs+=("${ACCT_PACKAGES[@]}")
+  fi
+  ((${#host_pkgs[@]})) && apt_install_host "${host_pkgs[@]}"
+  if [[ -n $ROOT ]]; then
     ensure_chroot
     cp /etc/hosts "$ROOT/etc/hosts"
   fi
@@ -217,6 +314,46 @@ write_config() {
   fi
   target chown slurm:slurm "$D/jwt_hs256.key"
   chmod 0600 "$HD/jwt_hs256.key"
+  local acct pass
+  if ((ACCOUNTING)); then
+    pass=$(db_password)
+    # slurmdbd refuses a slurmdbd.conf that others may read (it holds the database password).
+    (umask 077
+     cat >"$HD/etc/slurmdbd.conf.tmp" <<EOF
+# Written by tools/slurm-cluster.sh; rewritten on every start.
+AuthType=auth/munge
+# slurmrestd forwards the caller's JWT to slurmdbd for /slurmdb requests.
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$D/jwt_hs256.key
+DbdHost=$host
+DbdAddr=127.0.0.1
+DbdPort=$DBD_PORT
+SlurmUser=slurm
+LogFile=$D/log/slurmdbd.log
+PidFile=$D/run/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$MARIADB_PORT
+StorageUser=$DB_USER
+StoragePass=$pass
+StorageLoc=slurm_acct_$CLUSTER
+EOF
+    )
+    target chown slurm:slurm "$D/etc/slurmdbd.conf.tmp"
+    mv -f "$HD/etc/slurmdbd.conf.tmp" "$HD/etc/slurmdbd.conf"
+    acct="JobAcctGatherType=jobacct_gather/linux
+# Poll each task's /proc every second: at the default 30 s a job shorter than that has no MaxRSS.
+JobAcctGatherFrequency=task=1
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$DBD_PORT
+# Bridge keeps its job identity in the comment and reads it back from accounting.
+AccountingStoreFlags=job_comment"
+  else
+    rm -f "$HD/etc/slurmdbd.conf"
+    acct="JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none"
+  fi
   cat >"$HD/etc/slurm.conf" <<EOF
 # Written by tools/slurm-cluster.sh; rewritten on every start.
 ClusterName=$CLUSTER
@@ -238,8 +375,7 @@ SlurmdLogFile=$D/log/slurmd.log
 MailProg=/bin/true
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+$acct
 JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
@@ -248,8 +384,8 @@ DefMemPerCPU=500
 SchedulerType=sched/backfill
 MpiDefault=none
 ReturnToService=2
-# Finished jobs stay visible to GET /job/{id} this long (then 404/500).
-MinJobAge=300
+# Finished jobs stay visible to GET /job/{id} this long (then 404/500); BRIDGE_SLURM_MIN_JOB_AGE.
+MinJobAge=$MIN_JOB_AGE
 InactiveLimit=0
 KillWait=5
 Waittime=0
@@ -267,9 +403,102 @@ EOF
 }
 
 # ---------------------------------------------------------------------------------------------
+# MariaDB: one server for every cluster's slurmdbd, in $MDB (see the header)
+# ---------------------------------------------------------------------------------------------
+db_password() {
+  mkdir -p "$MDB"
+  chmod 0755 "$MDB"       # mysql traverses it to its datadir; the password file is 0600
+  [[ -s $MDB/db.pass ]] || (umask 077; od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >"$MDB/db.pass")
+  cat "$MDB/db.pass"
+}
+
+# procs.sh's functions on MariaDB's pid dir; bash restores PID_DIR after the call.
+mdb() { PID_DIR=$MDB/pids "$@"; }
+mariadb_alive() { mdb recorded_alive mariadbd; }
+db_sql() { mariadb --no-defaults --socket="$MDB/run/mysqld.sock" -u root --batch "$@"; }
+mariadb_answers() { db_sql -e 'SELECT 1' >/dev/null 2>&1; }
+
+# mariadb_up: mark this cluster as a user of MariaDB and start it unless it runs. Holds lock 7
+# while it works; taken after a cluster's lock 9, never before.
+mariadb_up() {
+  mkdir -p "$MDB/users" "$MDB/pids"
+  exec 7>"$MDB/.lock"
+  flock 7
+  touch "$MDB/users/$VERSION"
+  if mariadb_alive && mariadb_answers; then exec 7>&-; return 0; fi
+  mariadb_start; local rc=$?
+  exec 7>&-
+  return $rc
+}
+
+mariadb_start() {
+  local pids=()
+  mariadb_alive && pids=("$(mdb recorded_pid mariadbd)")
+  mdb terminate 30 "${pids[@]}"
+  rm -f "$MDB/pids/mariadbd.pid"
+  mkdir -p "$MDB/run" "$MDB/log"
+  chown mysql:mysql "$MDB/run" "$MDB/log"
+  if [[ ! -d $MDB/data/mysql ]]; then   # first start: a fresh datadir, renamed when complete
+    local t0=$SECONDS
+    rm -rf "$MDB/data" "$MDB/data.tmp"
+    mkdir -p "$MDB/data.tmp"
+    chown mysql:mysql "$MDB/data.tmp"
+    chmod 0700 "$MDB/data.tmp"
+    mariadb-install-db --no-defaults --user=mysql --datadir="$MDB/data.tmp" --skip-test-db \
+        --auth-root-authentication-method=socket >"$MDB/log/install-db.log" 2>&1 ||
+      { log "mariadb-install-db failed; last lines of $MDB/log/install-db.log:"
+        tail -n 20 "$MDB/log/install-db.log" >&2; return 1; }
+    mv -T "$MDB/data.tmp" "$MDB/data"
+    log "MariaDB datadir initialised in $((SECONDS - t0))s: $MDB/data"
+  fi
+  # --no-defaults: none of /etc/mysql's settings (the system instance's port, socket, datadir).
+  # Small buffers, and no fsync per commit: this is a test database on a 2-core machine.
+  setsid env --chdir="$MDB" /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$MDB/data" \
+    --socket="$MDB/run/mysqld.sock" --pid-file="$MDB/run/mysqld.pid" --port="$MARIADB_PORT" \
+    --bind-address=127.0.0.1 --skip-name-resolve --log-error="$MDB/log/mariadbd.err" \
+    --innodb-buffer-pool-size=128M --innodb-log-file-size=64M --innodb-lock-wait-timeout=900 \
+    --innodb-flush-log-at-trx-commit=2 --max-connections=200 \
+    </dev/null >>"$MDB/log/mariadbd.out" 2>&1 7>&- 8>&- 9>&- &
+  local pid=$!
+  echo "$pid $(starttime "$pid")" >"$MDB/pids/mariadbd.pid"
+  local deadline=$((SECONDS + TIMEOUT))
+  until mariadb_answers; do
+    if ! mariadb_alive || ((SECONDS >= deadline)); then
+      log "MariaDB did not come up on 127.0.0.1:$MARIADB_PORT; last lines of $MDB/log/mariadbd.err:"
+      tail -n 20 "$MDB/log/mariadbd.err" >&2 2>/dev/null || true
+      return 1
+    fi
+    sleep 0.1
+  done
+  # Every slurmdbd logs in over TCP from 127.0.0.1 (skip-name-resolve: no 'localhost' match) and
+  # creates its own database slurm_acct_<cluster>.
+  db_sql <<EOF || { log "MariaDB: creating the user $DB_USER failed"; return 1; }
+CREATE USER IF NOT EXISTS '$DB_USER'@'127.0.0.1' IDENTIFIED BY '$(db_password)';
+ALTER USER '$DB_USER'@'127.0.0.1' IDENTIFIED BY '$(db_password)';
+GRANT ALL PRIVILEGES ON \`slurm\\_acct\\_%\`.* TO '$DB_USER'@'127.0.0.1';
+EOF
+  log "MariaDB up on 127.0.0.1:$MARIADB_PORT ($MDB)"
+}
+
+# mariadb_release: this cluster no longer uses MariaDB; the last user stops it.
+mariadb_release() {
+  [[ -d $MDB ]] || return 0
+  mkdir -p "$MDB/users"
+  exec 7>"$MDB/.lock"
+  flock 7
+  rm -f "$MDB/users/$VERSION"
+  if [[ -z "$(ls -A "$MDB/users")" ]] && mariadb_alive; then
+    mdb terminate 30 "$(mdb recorded_pid mariadbd)"
+    rm -f "$MDB/pids/mariadbd.pid"
+    log "MariaDB stopped (no cluster uses it)"
+  fi
+  exec 7>&-
+}
+
+# ---------------------------------------------------------------------------------------------
 # Health
 # ---------------------------------------------------------------------------------------------
-DAEMONS=(munged slurmctld slurmd slurmrestd)
+ALL_DAEMONS=(munged slurmdbd slurmctld slurmd slurmrestd)
 
 rest_answers() { # any HTTP answer counts; 401 without a token is fine
   local code
@@ -282,9 +511,21 @@ rest_answers() { # any HTTP answer counts; 401 without a token is fine
 # partitions times out; `scontrol ping` still answers, so ask for the job list.
 ctld_answers() { timeout 5 chroot "${ROOT:-/}" env SLURM_CONF="$CONF" squeue -h -o %i >/dev/null 2>&1; }
 
+# slurmdbd answers for this cluster, which exists in its database (so MariaDB answers too).
+dbd_answers() {
+  timeout 10 chroot "${ROOT:-/}" env SLURM_CONF="$CONF" sacctmgr -n -P show cluster format=cluster \
+    2>/dev/null | grep -qxF "$CLUSTER"
+}
+dbd_reachable() { timeout 10 chroot "${ROOT:-/}" env SLURM_CONF="$CONF" sacctmgr -n -P show cluster >/dev/null 2>&1; }
+
+# What a running cluster was started with; a start asking for something else restarts it.
+settings() { echo "accounting=$ACCOUNTING min_job_age=$MIN_JOB_AGE"; }
+
 healthy() {
   local d
+  [[ -f $RUN/settings && "$(cat "$RUN/settings")" == "$(settings)" ]] || return 1
   for d in "${DAEMONS[@]}"; do recorded_alive "$d" || return 1; done
+  if ((ACCOUNTING)); then mariadb_alive && dbd_answers || return 1; fi
   rest_answers && ctld_answers
 }
 
@@ -308,6 +549,13 @@ start_daemons() {
   launch munged setpriv --reuid=munge --regid=munge --init-groups /usr/sbin/munged -F
   wait_for "munged" "$RUN/log/munged.out" munged munge_ok || return 1
 
+  if ((ACCOUNTING)); then
+    mariadb_up || return 1
+    launch slurmdbd /usr/sbin/slurmdbd -D
+    wait_for "slurmdbd" "$HD/log/slurmdbd.log" slurmdbd dbd_reachable || return 1
+    register_cluster || return 1
+  fi
+
   launch slurmctld /usr/sbin/slurmctld -D
   wait_for "slurmctld" "$HD/log/slurmctld.log" slurmctld target scontrol ping || return 1
 
@@ -319,6 +567,37 @@ start_daemons() {
   launch slurmrestd env SLURM_JWT=daemon /usr/sbin/slurmrestd -a rest_auth/jwt -s "$REST_PLUGINS" \
     -u "$REST_USER" "127.0.0.1:$REST_PORT"
   wait_for "slurmrestd" "$RUN/log/slurmrestd.out" slurmrestd rest_answers
+}
+
+# The cluster, the account and the users' associations in this cluster's database, each added only
+# if missing (sacctmgr -i add fails on what exists). slurmctld needs the cluster before it starts.
+register_cluster() {
+  local sacctmgr=(timeout 20 chroot "${ROOT:-/}" env SLURM_CONF="$CONF" sacctmgr -i) have u
+  # The state dir keeps the ClusterID slurmctld last ran with, and 23.02+ slurmctld exits with
+  # "CLUSTER ID MISMATCH" when the database has another: after a run without accounting, or with
+  # another database (a chroot's state is shared by every run dir, each with its own MariaDB). The
+  # database is the authority; without the file slurmctld takes the id it has. accounting-db
+  # records which database the state last ran with.
+  local mark=$HD/state/accounting-db
+  if ! dbd_answers; then
+    "${sacctmgr[@]}" add cluster "$CLUSTER" >/dev/null ||
+      { log "Slurm $VERSION: sacctmgr add cluster $CLUSTER failed"; return 1; }
+    rm -f "$HD/state/clustername"
+  elif [[ "$(cat "$mark" 2>/dev/null)" != "$MDB" ]]; then
+    rm -f "$HD/state/clustername"
+  fi
+  echo "$MDB" >"$mark"
+  have=$("${sacctmgr[@]}" -n -P show assoc cluster="$CLUSTER" format=account,user) ||
+    { log "Slurm $VERSION: sacctmgr show assoc failed"; return 1; }
+  if ! grep -q "^$ACCOUNT|" <<<"$have"; then
+    "${sacctmgr[@]}" add account "$ACCOUNT" cluster="$CLUSTER" description="Bridge tests" \
+      organization=bridge >/dev/null || { log "Slurm $VERSION: sacctmgr add account failed"; return 1; }
+  fi
+  for u in root "$JOB_USER" "$OTHER_USER"; do
+    grep -qxF "$ACCOUNT|$u" <<<"$have" && continue
+    "${sacctmgr[@]}" add user "$u" account="$ACCOUNT" cluster="$CLUSTER" >/dev/null ||
+      { log "Slurm $VERSION: sacctmgr add user $u failed"; return 1; }
+  done
 }
 
 token() { # token USER -> JWT
@@ -339,10 +618,24 @@ api_versions() {
   (IFS=,; echo "${list[*]}") | tee "$cache"
 }
 
+# Which /slurmdb/vX versions answer, among the /slurm ones (22.05 serves fewer).
+db_api_versions() {
+  local cache=$RUN/db_api_versions jwt=$1 v code list=()
+  ((ACCOUNTING)) || return 0
+  if [[ -s $cache && $cache -nt $RUN/pids/slurmrestd.pid ]]; then cat "$cache"; return; fi
+  for v in ${2//,/ }; do
+    code=$(curl -s -o /dev/null -m 15 -w '%{http_code}' -H "X-SLURM-USER-NAME: $JOB_USER" \
+      -H "X-SLURM-USER-TOKEN: $jwt" "$URL/slurmdb/$v/tres") || true
+    [[ $code == 200 ]] && list+=("$v")
+  done
+  (IFS=,; echo "${list[*]}") | tee "$cache"
+}
+
 write_env() {
-  local jwt versions
+  local jwt versions db_versions
   jwt=$(token "$JOB_USER") || return 1
   versions=$(api_versions "$jwt") || return 1
+  db_versions=$(db_api_versions "$jwt" "$versions") || return 1
   (umask 077
    cat >"$RUN/env.tmp" <<EOF
 SLURM_URL=$URL
@@ -352,6 +645,8 @@ SLURM_VERSION=$VERSION
 SLURM_ROOT=$ROOT
 SLURM_API_VERSIONS=$versions
 SLURM_PARTITIONS=debug,batch
+SLURM_ACCOUNTING=$ACCOUNTING
+SLURM_DB_API_VERSIONS=$db_versions
 EOF
   )
   mv -f "$RUN/env.tmp" "$RUN/env"
@@ -370,11 +665,15 @@ start_one() {
     return 0
   fi
   stop_processes          # leftovers of a half-started or crashed cluster
+  ((ACCOUNTING)) || mariadb_release
   ensure_installed
+  settings >"$RUN/settings"
   # A daemon may pass its own check and exit a moment later: up means all of them, together.
   if ! start_daemons || ! healthy || ! write_env; then
-    log "Slurm $VERSION: start failed; stopping what was started (logs: $RUN/log, $HD/log)"
+    log "Slurm $VERSION: start failed; stopping what was started (logs: $RUN/log, $HD/log, $MDB/log)"
     stop_processes
+    rm -f "$RUN/settings"
+    mariadb_release
     exit 1
   fi
   exec 9>&-
@@ -411,7 +710,7 @@ cluster_processes() {
 # cluster_processes minus the recorded daemons
 job_processes() {
   local d daemons=()
-  for d in "${DAEMONS[@]}"; do recorded_alive "$d" && daemons+=("$(recorded_pid "$d")"); done
+  for d in "${ALL_DAEMONS[@]}"; do recorded_alive "$d" && daemons+=("$(recorded_pid "$d")"); done
   cluster_processes | grep -vxF -f <(printf '%s\n' x "${daemons[@]}") || true
 }
 
@@ -430,7 +729,14 @@ stop_processes() {
       done
     fi
   fi
-  for d in "${DAEMONS[@]}"; do recorded_alive "$d" && pids+=("$(recorded_pid "$d")"); done
+  # slurmctld sends what slurmdbd has not got yet when it shuts down (else it keeps it in its state
+  # for the next start): slurmdbd and munged go after the others.
+  for d in slurmrestd slurmd slurmctld; do recorded_alive "$d" && pids+=("$(recorded_pid "$d")"); done
+  if recorded_alive slurmdbd && recorded_alive munged; then
+    terminate 10 "${pids[@]}"
+    pids=()
+  fi
+  for d in slurmdbd munged; do recorded_alive "$d" && pids+=("$(recorded_pid "$d")"); done
   terminate 10 "${pids[@]}"
   rm -f "$RUN"/pids/*.pid
   # What is left are job processes and slurmstepd (which ignores SIGTERM).
@@ -448,28 +754,65 @@ stop_one() {
   exec 9>"$RUN/.lock"
   flock 9
   stop_processes
+  rm -f "$RUN/settings"
+  mariadb_release
   exec 9>&-
   log "Slurm $VERSION stopped"
 }
 
-status_one() {
+install_one() {
   select_version "$1"
-  local d n=0
-  for d in "${DAEMONS[@]}"; do recorded_alive "$d" && n=$((n + 1)); done
-  if ((n == ${#DAEMONS[@]})) && rest_answers && ctld_answers; then echo "$VERSION running $URL"
-  elif ((n == ${#DAEMONS[@]})); then echo "$VERSION degraded $URL (not answering; start restarts it)"
-  elif ((n > 0)); then echo "$VERSION degraded $URL ($n of ${#DAEMONS[@]} daemons alive)"
-  else echo "$VERSION stopped $URL"; fi
+  ensure_installed
+  log "Slurm $VERSION installed ($( ((ACCOUNTING)) && echo "with" || echo "without") accounting)"
 }
 
-usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+status_one() {
+  select_version "$1"
+  # The mode the cluster was started in, not the one this command line would ask for.
+  if [[ -f $RUN/settings ]]; then
+    ACCOUNTING=0
+    grep -q 'accounting=1' "$RUN/settings" && ACCOUNTING=1
+    select_version "$1"
+  fi
+  local d names=() down=() how
+  names=("${DAEMONS[@]}")
+  for d in "${DAEMONS[@]}"; do recorded_alive "$d" || down+=("$d"); done
+  # MariaDB may run for another cluster: none of this one's own daemons alive is "stopped".
+  if ((${#down[@]} == ${#DAEMONS[@]})); then echo "$VERSION stopped $URL"; return 0; fi
+  if ((ACCOUNTING)); then
+    names+=(mariadbd)
+    mariadb_alive || down+=(mariadbd)
+    how="accounting: slurmdbd 127.0.0.1:$DBD_PORT, MariaDB 127.0.0.1:$MARIADB_PORT"
+  else
+    how="no accounting"
+  fi
+  if ((${#down[@]} == 0)) && rest_answers && ctld_answers && { ((!ACCOUNTING)) || dbd_answers; }; then
+    echo "$VERSION running $URL ($how)"
+  elif ((${#down[@]} == 0)); then echo "$VERSION degraded $URL (not answering; start restarts it; $how)"
+  else
+    local alive=$((${#names[@]} - ${#down[@]}))
+    echo "$VERSION degraded $URL ($alive of ${#names[@]} daemons alive, down: ${down[*]}; $how)"
+  fi
+}
+
+usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 main() {
   (($# >= 2)) || usage
   local cmd=$1 ver=$2 vs
+  shift 2
   [[ $(id -u) == 0 ]] || die "must run as root (chroot, mount, useradd)"
+  if [[ $cmd =~ ^(start|install)$ ]]; then
+    case ${1:-} in
+      "") ;;
+      --no-accounting) ACCOUNTING=0; shift ;;
+      *) usage ;;
+    esac
+  fi
+  (($# == 0)) || [[ $cmd == token && $# == 1 ]] || usage
+  [[ $MIN_JOB_AGE =~ ^[0-9]+$ ]] || die "BRIDGE_SLURM_MIN_JOB_AGE must be a number of seconds"
   if [[ $ver == all ]]; then
-    [[ $cmd =~ ^(start|stop|status)$ ]] || die "'all' works with start, stop and status"
+    [[ $cmd =~ ^(start|install|stop|status)$ ]] || die "'all' works with start, install, stop and status"
     vs=("${VERSIONS[@]}")
   else
     vs=("$ver")
@@ -477,12 +820,13 @@ main() {
   local v
   case $cmd in
     start)  for v in "${vs[@]}"; do start_one "$v"; done ;;
+    install) for v in "${vs[@]}"; do install_one "$v"; done ;;
     stop)   for v in "${vs[@]}"; do stop_one "$v"; done ;;
     status) for v in "${vs[@]}"; do status_one "$v"; done ;;
     env)    select_version "$ver"; [[ -f $RUN/env ]] || die "no env file; run: $0 start $ver"
             cat "$RUN/env" ;;
     token)  select_version "$ver"; recorded_alive slurmctld || die "Slurm $ver is not running"
-            token "${3:-$JOB_USER}" ;;
+            token "${1:-$JOB_USER}" ;;
     *) usage ;;
   esac
 }
