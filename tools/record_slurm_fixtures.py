@@ -74,13 +74,15 @@ class Recorder:
         self.written = []
 
     # -- HTTP ---------------------------------------------------------------------------------
-    def call(self, method, path, body=None, token=None, user=None, auth=True, store="slurm"):
+    def call(self, method, path, body=None, token=None, user=None, auth=True, store="slurm", params=None):
         headers = {"Accept": "application/json"}
         if auth:
             headers["X-SLURM-USER-NAME"] = user or self.user
             headers["X-SLURM-USER-TOKEN"] = token or self.token
         url = f"/{store}/{self.api}/{path}"
-        resp = self.http.request(method, url, json=body, headers=headers)
+        resp = self.http.request(method, url, json=body, headers=headers, params=params)
+        if params:
+            url = str(resp.request.url.raw_path, "ascii")
         try:
             parsed = resp.json()
         except ValueError:
@@ -263,8 +265,8 @@ def scenario(r, skip_timeout):
 
 def accounting_scenario(r, skip_timeout):
     """The /slurmdb cases: accounting keeps jobs after slurmctld forgets them (MinJobAge)."""
-    window = "now-3600seconds" if r.legacy else str(int(time.time()) - 3600)
-    probe = r.call("GET", f"jobs/?job_name=bridge-probe&start_time={window}", store="slurmdb")
+    # As SlurmClient asks: times relative to the server's clock (epochs are refused by 22.05 and v0.0.40/41).
+    probe = r.call("GET", "jobs/", params={"job_name": "bridge-probe", "submit_time": "now-0seconds"}, store="slurmdb")
     if probe["status"] == 404:
         r.record("slurmdb_absent", probe)
         return
@@ -273,14 +275,19 @@ def accounting_scenario(r, skip_timeout):
     ok_id = r.submit(None, names[0], "echo ok; sleep 2")
     fail_id = r.submit(None, names[1], "exit 3")
     held_id = r.submit(None, names[2], "true", hold=True)
-    # tail keeps a line without a newline whole: about 64 MiB resident, for max RSS.
-    mem_id = r.submit(None, names[3], "head -c 67108864 /dev/zero | tail >/dev/null; sleep 2")
+    # 48 MiB held by the batch shell for 3 s, sampled every second (JobAcctGatherFrequency=task=1).
+    mem_id = r.submit(None, names[3], "x=$(head -c 50331648 /dev/zero | tr '\\0' a); sleep 3; echo ${#x}")
     timeout_id = None if skip_timeout else r.submit(None, "fixture-acct-timeout", "sleep 120", minutes=1)
     r.record("slurmdb_job_completed", r.wait_recorded(ok_id, "COMPLETED", 90))
     r.record("slurmdb_job_failed_exit3", r.wait_recorded(fail_id, "FAILED", 90))
     r.record("slurmdb_job_max_rss", r.wait_recorded(mem_id, "COMPLETED", 90))
     r.record("slurmdb_job_held", r.wait_recorded(held_id, "PENDING", 30, required=False))
-    r.rec("slurmdb_jobs_by_name", "GET", f"jobs/?job_name={','.join(names)}&start_time={window}", store="slurmdb")
+    r.rec("slurmdb_jobs_by_name", "GET", "jobs/", store="slurmdb",
+          params=dict({"job_name": ",".join(sorted(names)), "submit_time": "now-3600seconds"},
+                      # 22.05 refuses the users filter.
+                      **({} if r.legacy else {"users": r.user})))
+    r.rec("slurmdb_jobs_window", "GET", "jobs/", store="slurmdb",
+          params={"job_name": ",".join(sorted(names)), "start_time": "now-3600seconds", "end_time": "now"})
     r.rec("slurmdb_job_unknown", "GET", f"job/{UNKNOWN_JOB}", store="slurmdb")
     r.call("DELETE", f"job/{held_id}")
     r.record("slurmdb_job_cancelled", r.wait_recorded(held_id, "CANCELLED", 60))

@@ -64,6 +64,7 @@ REST_USER=slurmrestd          # slurmrestd refuses root and SlurmUser
 TIMEOUT=${BRIDGE_SLURM_TIMEOUT:-30}
 ACCOUNTING=1                  # --no-accounting sets 0
 MIN_JOB_AGE=${BRIDGE_SLURM_MIN_JOB_AGE:-300}
+MAX_JOB_COUNT=20000
 # Accounting adds slurmdbd to each cluster's filesystem and one MariaDB server on the host.
 ACCT_PACKAGES=(slurmdbd)
 DB_PACKAGES=(mariadb-server)
@@ -386,6 +387,8 @@ MpiDefault=none
 ReturnToService=2
 # Finished jobs stay visible to GET /job/{id} this long (then 404/500); BRIDGE_SLURM_MIN_JOB_AGE.
 MinJobAge=$MIN_JOB_AGE
+# bench/slurm_lookup.py queues 10,000 held jobs beside its own (the default allows 10,000 in all).
+MaxJobCount=$MAX_JOB_COUNT
 InactiveLimit=0
 KillWait=5
 Waittime=0
@@ -519,7 +522,7 @@ dbd_answers() {
 dbd_reachable() { timeout 10 chroot "${ROOT:-/}" env SLURM_CONF="$CONF" sacctmgr -n -P show cluster >/dev/null 2>&1; }
 
 # What a running cluster was started with; a start asking for something else restarts it.
-settings() { echo "accounting=$ACCOUNTING min_job_age=$MIN_JOB_AGE"; }
+settings() { echo "accounting=$ACCOUNTING min_job_age=$MIN_JOB_AGE max_job_count=$MAX_JOB_COUNT"; }
 
 healthy() {
   local d

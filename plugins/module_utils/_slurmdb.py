@@ -22,27 +22,23 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecErro
 # Accounting's exit_code says SUCCESS with return code 0 for any exit in these versions (it tests
 # only WIFEXITED); the state tells a failure apart there.
 EXIT_CODE_UNRELIABLE = ("v0.0.36", "v0.0.37", "v0.0.38", "v0.0.39")
-# These parse sacct's time strings, not epochs.
-SACCT_TIMES = ("v0.0.36", "v0.0.37", "v0.0.38", "v0.0.39")
 # The lookup of an identity reads this far back: a rerun within it submits nothing.
 LOOKUP_WINDOW_DAYS = 365
-# The accounting states of each phase, for its state filter (the phase is checked again after).
-STATES_BY_PHASE = {
-    "queued": ["PENDING", "REQUEUED"],
-    "running": ["RUNNING", "SUSPENDED"],
-    "completed": ["COMPLETED"],
-    "failed": ["FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"],
-    "cancelled": ["CANCELLED"],
-}
 RELATIVE_TIME = re.compile(r"^-(\d+)([smhdw])$")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def job_comment(native):
+    """The job's own comment (not the administrator's or the system's); None when empty."""
+    comment = native.get("comment")
+    value = comment.get("job") if isinstance(comment, dict) else comment
+    return value if isinstance(value, str) and value else None
 
 
 def live_shape(native):
     """The accounting job with slurmctld's field names, so that one normalizer reads both views."""
     state = native.get("state") or {}
     times = native.get("time") or {}
-    comment = native.get("comment")
     exit_code = native.get("exit_code")
     if isinstance(exit_code, dict) and isinstance(exit_code.get("signal"), dict):
         signal = exit_code["signal"]
@@ -50,7 +46,7 @@ def live_shape(native):
     return {
         "job_id": native.get("job_id"),
         "name": native.get("name"),
-        "comment": comment.get("job") if isinstance(comment, dict) else comment,
+        "comment": job_comment(native),
         "job_state": state.get("current"),
         "state_reason": state.get("reason"),
         "exit_code": exit_code,
@@ -74,20 +70,32 @@ def accounting_fields(native, number):
     return {
         "account": account if isinstance(account, str) and account else None,
         "elapsed_seconds": number(times.get("elapsed")),
-        "cpu_seconds": cpu_seconds(times.get("total")),
+        "cpu_seconds": cpu_seconds(native),
         "max_rss_bytes": max_rss(native.get("steps"), number),
         "source": "accounting",
     }
 
 
-def cpu_seconds(total):
-    """User plus system CPU time of all the job's steps, as accounting sums it (time.total)."""
+def cpu_seconds(native):
+    """User plus system CPU time of all the job's steps, as sacct's TotalCPU: the sum of
+    steps[].time.total (the job's own time.total is 0 in every version here), or the job's when
+    it has no steps."""
+    steps = [step for step in native.get("steps") or [] if isinstance(step, dict)]
+    totals = [(step.get("time") or {}).get("total") for step in steps] if steps else [(native.get("time") or {}).get("total")]
+    seconds = [duration(total) for total in totals]
+    if not seconds or any(value is None for value in seconds):
+        return None
+    return round(sum(seconds), 3)
+
+
+def duration(total):
+    """Seconds of a {seconds, microseconds} time; None when it is not one."""
     if not isinstance(total, dict):
         return None
     seconds, micro = total.get("seconds"), total.get("microseconds")
     if not isinstance(seconds, int) or isinstance(seconds, bool):
         return None
-    return round(seconds + (micro or 0) / 1e6, 3)
+    return seconds + (micro or 0) / 1e6
 
 
 def max_rss(steps, number):
@@ -115,7 +123,7 @@ def window_start(value, field, now=None):
         return int(value)
     relative = RELATIVE_TIME.match(value)
     if relative:
-        return int(now - int(relative.group(1)) * UNIT_SECONDS[relative.group(2)])
+        return now - int(relative.group(1)) * UNIT_SECONDS[relative.group(2)]
     try:
         moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -126,22 +134,25 @@ def window_start(value, field, now=None):
     return int(moment.timestamp())
 
 
-def query(api_version, start, end=None, names=None, users=None, accounts=None, partitions=None, states=None):
-    """The /slurmdb jobs query parameters. v0.0.40+ take epochs; older ones sacct time strings."""
+def query(start=None, end=None, submitted_after=None, names=None, users=None, accounts=None, partitions=None, now=None):
+    """The /slurmdb jobs query. Times go as sacct's 'now-Nseconds', which every REST version
+    parses (22.05 and v0.0.40/41 refuse epochs) relative to the server's own clock; a window
+    (start) always has an end, without which 22.05 finds nothing. There is no state filter: from
+    24.11 on it takes one state only, so phases are selected by the caller."""
     params = {}
-    for key, value in (("start_time", start), ("end_time", end)):
-        if value is not None:
-            params[key] = str(int(value)) if api_version not in SACCT_TIMES else sacct_time(value)
-    for key, values in (("job_name", names), ("users", users), ("account", accounts), ("partition", partitions),
-                        ("state", states)):
+    if start is not None:
+        params["start_time"] = sacct_time(start, now)
+        params["end_time"] = sacct_time(end, now) if end is not None else "now"
+    if submitted_after is not None:
+        params["submit_time"] = sacct_time(submitted_after, now)
+    for key, values in (("job_name", names), ("users", users), ("account", accounts), ("partition", partitions)):
         if values:
             params[key] = ",".join(sorted(set(values)))
     return params
 
 
 def sacct_time(seconds, now=None):
-    """sacct's 'now-Nseconds' for an epoch: relative to the server's clock, so no time zone is
-    guessed (v0.0.38/39 parse local times)."""
+    """sacct's 'now-Nseconds' (or now+) for an epoch."""
     now = time.time() if now is None else now
     delta = int(round(now - seconds))
     return "now-%dseconds" % delta if delta >= 0 else "now+%dseconds" % -delta

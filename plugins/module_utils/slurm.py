@@ -42,6 +42,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._slurmdb import (
     EXIT_CODE_UNRELIABLE,
     LOOKUP_WINDOW_DAYS,
     accounting_fields,
+    job_comment,
     live_shape,
     query,
 )
@@ -121,11 +122,14 @@ NAME_SEARCHABLE = re.compile(r"^[^,\s]{1,200}$")
 NAMES_PER_QUERY = 50
 # Any name: the probe asks only whether accounting answers (over an empty window).
 PROBE_NAME = "bridge-probe"
-# Up to this many jobs accounting shows unfinished are read one by one; more, with one list.
+# Up to this many jobs accounting shows unfinished are read from slurmctld one by one; more, with one list.
 CURRENT_READS = 20
+# slurmdbd's answer to a query that matched no job (22.05 puts it in errors[] of an HTTP 200).
+NOTHING_FOUND = 9003
 NO_CHANGES = re.compile(r"^No job changes since")
-# 24.11 without slurmdbd adds this to every response; it says nothing about the request.
-HARMLESS_WARNING = re.compile(r"accounting storage is disabled", re.IGNORECASE)
+# 24.11 without slurmdbd adds the first to every response; slurmdbd of 24.11 and later the second
+# to an accounting query that matched no job. Neither says anything about the request.
+HARMLESS_WARNING = re.compile(r"accounting storage is disabled|^slurmdb_jobs_get\(.*\) found nothing$", re.IGNORECASE)
 NODE_UNUSABLE = ("DOWN", "DRAIN", "DRAINED", "DRAINING", "NOT_RESPONDING", "FUTURE", "FAIL", "UNKNOWN")
 
 
@@ -674,7 +678,7 @@ class SlurmClient(Backend):
             note = self.transport.scrub(_error_text(warning))
             if note and note not in self.warnings and not HARMLESS_WARNING.search(note):
                 self.warnings.append(note)
-        errors = [e for e in errors if _error_number(e) != 0 or _error_text(e)]
+        errors = [e for e in errors if (_error_number(e) != 0 or _error_text(e)) and _error_number(e) != NOTHING_FOUND]
         if status < 400 and not errors:
             return body
         if status < 400 and created_key and body.get(created_key):
@@ -750,10 +754,7 @@ class SlurmClient(Backend):
     def get(self, job_id):
         """One job by id: slurmctld's, or accounting's once slurmctld has forgotten it (MinJobAge)."""
         try:
-            jobs = self._call("GET", "job/%s" % job_id, "get", "job", job_id, parse=_jobs)
-            if not jobs:
-                raise NotFound("no such job", "get", "job", job_id, MANAGER, self.url)
-            return jobs[0]
+            return self._live_job(job_id)
         except NotFound as forgotten:
             if not self.accounting_available():
                 raise
@@ -761,6 +762,12 @@ class SlurmClient(Backend):
                 return self.recorded_job(job_id)
             except NotFound:
                 raise forgotten
+
+    def _live_job(self, job_id):
+        jobs = self._call("GET", "job/%s" % job_id, "get", "job", job_id, parse=_jobs)
+        if not jobs:
+            raise NotFound("no such job", "get", "job", job_id, MANAGER, self.url)
+        return jobs[0]
 
     def list(self, identities=None, name=None, phases=None, update_time=None):
         """Every job slurmctld remembers (MinJobAge), narrowed by identity, name and phase; None
@@ -790,60 +797,69 @@ class SlurmClient(Backend):
         """{identity: newest job carrying it}, of any age accounting keeps.
 
         Accounting is searched by job name (`names`, and the identities, which are the default
-        names), so the lookup costs the same with 10 or 10,000 jobs queued; what it does not find
-        is looked for in slurmctld's list of every job it remembers, since accounting learns of a
-        job a moment after slurmctld and a renamed job has another name. A job accounting shows
-        unfinished is read from slurmctld, whose state is current. `lookup` says which were used.
+        names), so a lookup costs the same with 10 or 10,000 jobs queued. Accounting holds the
+        comment, where the identity is, only once a job has ended: a job it shows unfinished is
+        read from slurmctld. What accounting does not have is looked for in slurmctld's list of
+        every job it remembers, since accounting learns of a job a second or two after slurmctld
+        and a renamed job has another name. `lookup` says which were used.
         """
         identities = list(dict.fromkeys(identities))
+        found, paths = {}, []
         recorded = self._recorded(identities, names)
-        found = dict(recorded or {})
+        if recorded is not None:
+            paths.append("accounting")
+            found = self._verified(recorded, identities)
         missing = [identity for identity in identities if identity not in found]
-        paths = [] if recorded is None else ["accounting"]
         if missing:
             found.update(newest_by_identity(self.list(identities=missing), self.warnings))
             paths.append("live")
         self.lookup = "+".join(paths)
-        return self._current(found, recorded or {})
+        return found
 
     def poll_many(self, identities):
         """{identity: job} now: slurmctld's list (one request); a job it has forgotten (MinJobAge)
         is read from accounting, where there is one."""
         found = newest_by_identity(self.list(identities=identities), self.warnings)
         forgotten = [identity for identity in identities if identity not in found]
-        if forgotten:
-            found.update(self._recorded(forgotten, None) or {})
+        recorded = self._recorded(forgotten, None) if forgotten else None
+        wanted = set(forgotten)
+        found.update(newest_by_identity([job for job in recorded or [] if job["identity"] in wanted and job["terminal"]],
+                                        self.warnings))
         return found
 
-    def _current(self, found, recorded):
-        """Jobs accounting shows unfinished, read from slurmctld: one GET each, or one list when many."""
-        stale = [identity for identity, job in found.items() if recorded.get(identity) is job and not job["terminal"]]
-        if len(stale) > CURRENT_READS:
-            found.update(newest_by_identity(self.list(identities=stale), self.warnings))
-            return found
-        for identity in stale:
-            try:
-                found[identity] = self.get(found[identity]["job_id"])
-            except NotFound:
-                pass  # already forgotten: accounting's is all there is
-        return found
+    def _verified(self, recorded, identities):
+        """{identity: job} of accounting's jobs: ended ones by their comment, unfinished ones (whose
+        comment accounting does not have yet) as slurmctld shows them, one GET each; with more
+        than CURRENT_READS of those, none (the caller's list of the queue finds them)."""
+        wanted = set(identities)
+        ended = [job for job in recorded if job["terminal"] and job["identity"] in wanted]
+        unfinished = [job for job in recorded if not job["terminal"] or not job["identity"]]
+        current = []
+        if len(unfinished) <= CURRENT_READS:
+            for job in unfinished:
+                try:
+                    current.append(self._live_job(job["job_id"]))
+                except NotFound:
+                    pass  # forgotten since: accounting's record is all there is
+        return newest_by_identity([job for job in ended + current if job["identity"] in wanted], self.warnings)
 
     # -- accounting (slurmdbd)
 
     def _recorded(self, identities, names):
-        """{identity: newest job carrying it} from accounting over LOOKUP_WINDOW_DAYS, or None where
-        slurmrestd serves no accounting (then the caller lists slurmctld's jobs)."""
+        """Accounting's jobs submitted in the last LOOKUP_WINDOW_DAYS under the names these
+        identities' jobs may have, or None where slurmrestd serves no accounting."""
         searchable = sorted(set(name for name in list(names or []) + list(identities) if name and NAME_SEARCHABLE.match(name)))
         if self._accounting is False or not searchable:
             return None
-        start = time.time() - LOOKUP_WINDOW_DAYS * 86400
-        wanted = set(identities)
-        # Jobs run as the user a request acts for.
+        now = time.time()
+        since = now - LOOKUP_WINDOW_DAYS * 86400
+        # Jobs run as the user a request acts for; narrowing by user only saves slurmdbd work.
         users = [self.user] if self.user else None
         jobs = []
         try:
             for first in range(0, len(searchable), NAMES_PER_QUERY):
-                jobs += self.history(start=start, names=searchable[first:first + NAMES_PER_QUERY], users=users)
+                jobs += self.history(submitted_after=since, names=searchable[first:first + NAMES_PER_QUERY], users=users,
+                                     now=now)
         except (AuthFailed, ConnectionFailed, Timeout):
             raise
         except BridgeError as exc:
@@ -851,18 +867,21 @@ class SlurmClient(Backend):
                 raise
             self._unavailable(exc)
             return None
-        if jobs and not any(job["identity"] for job in jobs):
-            note = ("Slurm accounting keeps no job comments, where Bridge keeps a job's identity: set "
-                    "AccountingStoreFlags=job_comment in slurm.conf, or every lookup lists slurmctld's whole queue")
+        bare = [job["job_id"] for job in jobs if job["terminal"] and not job_comment(job["native"])]
+        if bare:
+            note = ("Slurm accounting shows ended job %s without a comment; if Bridge submitted it, accounting does not "
+                    "keep job comments, where Bridge keeps a job's identity: set AccountingStoreFlags=job_comment in "
+                    "slurm.conf" % bare[0])
             if note not in self.warnings:
                 self.warnings.append(note)
-        return newest_by_identity([job for job in jobs if job["identity"] in wanted], self.warnings)
+        return jobs
 
     def accounting_available(self):
         """Whether slurmrestd answers /slurmdb (slurmdbd and its plugin); asked once per client."""
         if self._accounting is None:
             try:
-                self.history(start=time.time(), names=[PROBE_NAME])
+                now = time.time()
+                self.history(submitted_after=now, names=[PROBE_NAME], now=now)
             except (AuthFailed, ConnectionFailed, Timeout):
                 raise
             except BridgeError as exc:
@@ -875,11 +894,18 @@ class SlurmClient(Backend):
         if not isinstance(exc, NotFound):
             self.warnings.append("Slurm accounting did not answer (%s); Bridge read slurmctld's queue instead" % exc.reason)
 
-    def history(self, start=None, end=None, names=None, users=None, accounts=None, partitions=None, states=None):
-        """Jobs from accounting (finished ones of any age, and live ones), normalized; `start` and
-        `end` are epochs (accounting's default window without them is since midnight)."""
-        params = query(self.api_version, start, end, names=names, users=users, accounts=accounts,
-                       partitions=partitions, states=states)
+    def history(self, start=None, end=None, submitted_after=None, names=None, users=None, accounts=None, partitions=None,
+                now=None):
+        """Jobs from accounting, normalized: those eligible, running or ended between the epochs
+        `start` and `end` (now when None), as sacct selects them, or those submitted after
+        `submitted_after` (any state, held and pending ones too). `now` is the epoch the times
+        were computed from (they travel relative to it)."""
+        if self.legacy:
+            # 22.05's dbv0.0.38 refuses the users filter ("Unknown Query field"); callers that
+            # asked for it select by user themselves.
+            users = None
+        params = query(start=start, end=end, submitted_after=submitted_after, names=names, users=users,
+                       accounts=accounts, partitions=partitions, now=now)
         jobs = self._call("GET", "jobs/", "list", "accounting jobs", params=params, store="slurmdb",
                           parse=self._accounting_jobs)
         self._accounting = True

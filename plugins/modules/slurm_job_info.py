@@ -156,10 +156,12 @@ api_version:
   sample: v0.0.42
 """
 
+import time
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
-from ansible_collections.bridge.hpc.plugins.module_utils._slurmdb import STATES_BY_PHASE, window_start
+from ansible_collections.bridge.hpc.plugins.module_utils._slurmdb import window_start
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     backend_connection_options,
     client_of,
@@ -188,21 +190,20 @@ def account_of(job):
 
 
 def accounting_jobs(params, client):
-    start = window_start(params["start_time"] or DEFAULT_WINDOW, "start_time")
-    end = window_start(params["end_time"], "end_time")
+    now = time.time()
+    start = window_start(params["start_time"] or DEFAULT_WINDOW, "start_time", now)
+    end = window_start(params["end_time"], "end_time", now)
     if end is not None and end < start:
         raise SpecError("end_time", "'%s' is before start_time '%s'" % (params["end_time"], params["start_time"]))
     if not client.accounting_available():
         raise SpecError("source", "accounting: %s serves no Slurm accounting (no slurmdbd, or slurmrestd runs "
                                   "without its slurmdbd plugin)" % client.url)
-    phases = params["phases"] or []
     jobs = client.history(
         start=start, end=end, names=[params["name"]] if params["name"] else None,
         users=[params["job_user"]] if params["job_user"] else None,
         accounts=[params["account"]] if params["account"] else None,
-        partitions=[params["partition"]] if params["partition"] else None,
-        states=[state for phase in phases for state in STATES_BY_PHASE[phase]])
-    return select_jobs(jobs, params["partition"], params["job_user"], params["account"], phases)
+        partitions=[params["partition"]] if params["partition"] else None, now=now)
+    return select_jobs(jobs, params["partition"], params["job_user"], params["account"], params["phases"])
 
 
 def live_jobs(params, client):

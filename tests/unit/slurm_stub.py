@@ -25,8 +25,10 @@ def recorded_job(job_id, identity, state="COMPLETED", name=None, comment=True):
             "time": {"submission": 1796000000, "start": 1796000001, "end": 1796000011, "elapsed": 10,
                      "limit": {"set": True, "infinite": False, "number": 5},
                      "total": {"seconds": 1, "microseconds": 250000}},
-            "steps": [{"tres": {"requested": {"max": [{"type": "cpu", "count": 1}, {"type": "mem", "count": 65011712}]}}},
-                      {"tres": {"requested": {"max": [{"type": "mem", "count": 4096}]}}}]}
+            "steps": [{"time": {"total": {"seconds": 1, "microseconds": 0}},
+                       "tres": {"requested": {"max": [{"type": "cpu", "count": 1}, {"type": "mem", "count": 65011712}]}}},
+                      {"time": {"total": {"seconds": 0, "microseconds": 250000}},
+                       "tres": {"requested": {"max": [{"type": "mem", "count": 4096}]}}}]}
 
 
 class Stub(object):
@@ -37,6 +39,7 @@ class Stub(object):
         self.recorded = None if recorded is None else list(recorded)
         self.version = version
         self.sent = []
+        self.nothing_found = False
 
     def client(self, user="bridge"):
         http = httpx.Client(base_url="http://slurm.test", transport=httpx.MockTransport(self.handle))
@@ -56,7 +59,12 @@ class Stub(object):
                 job_id = int(rest.split("/")[1])
                 return httpx.Response(200, json={"jobs": [j for j in self.recorded if j["job_id"] == job_id]})
             names = request.url.params.get("job_name")
-            return httpx.Response(200, json={"jobs": [j for j in self.recorded if names is None or j["name"] in names.split(",")]})
+            jobs = [j for j in self.recorded if names is None or j["name"] in names.split(",")]
+            if not jobs and self.nothing_found:
+                return httpx.Response(200, json={"jobs": [], "errors": [
+                    {"description": "Nothing found", "error_number": 9003, "error": "Nothing found with query",
+                     "source": "slurmdb_jobs_get"}]})
+            return httpx.Response(200, json={"jobs": jobs})
         if rest.startswith("job/"):
             job_id = int(rest.split("/")[1])
             jobs = [j for j in self.live if j["job_id"] == job_id]

@@ -20,7 +20,10 @@ def test_a_recorded_finished_job_is_found_without_listing_the_queue():
     assert found["job_id"] == "7" and found["phase"] == "completed" and found["source"] == "accounting"
     assert client.lookup == "accounting"
     assert stub.paths() == ["/slurmdb/v0.0.42/jobs/"]
-    assert stub.sent[0].url.params["job_name"] == "wanted" and stub.sent[0].url.params["users"] == "bridge"
+    params = stub.sent[0].url.params
+    assert params["job_name"] == "wanted" and params["users"] == "bridge"
+    # Submitted in the last year, in any state: a time window would miss held and pending jobs.
+    assert params["submit_time"] == "now-31536000seconds" and "start_time" not in params
 
 
 def test_the_job_name_is_searched_as_well_as_the_identity():
@@ -40,7 +43,8 @@ def test_what_accounting_lacks_is_looked_for_in_slurmctlds_list():
 
 
 def test_a_job_accounting_shows_unfinished_is_read_from_slurmctld():
-    stub = Stub(live=[live_job(7, "wanted", "RUNNING")], recorded=[recorded_job(7, "wanted", "PENDING")])
+    """Accounting has an unfinished job's comment (the identity) only once it ends."""
+    stub = Stub(live=[live_job(7, "wanted", "RUNNING")], recorded=[recorded_job(7, "wanted", "PENDING", comment=False)])
     client = stub.client()
     found = client.find("wanted")
     assert found["phase"] == "running" and "source" not in found
@@ -50,7 +54,7 @@ def test_a_job_accounting_shows_unfinished_is_read_from_slurmctld():
 def test_many_unfinished_jobs_are_read_with_one_list():
     count = CURRENT_READS + 1
     stub = Stub(live=[live_job(n, "id-%d" % n) for n in range(count)],
-                recorded=[recorded_job(n, "id-%d" % n, "PENDING") for n in range(count)])
+                recorded=[recorded_job(n, "id-%d" % n, "PENDING", comment=False) for n in range(count)])
     found = stub.client().find_many(["id-%d" % n for n in range(count)])
     assert all(job["phase"] == "running" for job in found.values()) and len(found) == count
     assert stub.paths() == ["/slurmdb/v0.0.42/jobs/", "/slurm/v0.0.42/jobs/"]
@@ -76,8 +80,9 @@ def test_without_accounting_the_lookup_lists_slurmctlds_jobs():
 def test_accounting_without_job_comments_is_a_warning_and_the_lookup_still_works():
     stub = Stub(live=[live_job(3, "wanted", "COMPLETED")], recorded=[recorded_job(3, "wanted", comment=False)])
     client = stub.client()
-    assert client.find("wanted")["job_id"] == "3" and client.lookup == "accounting+live"
+    assert client.find("wanted")["job_id"] == "3" and client.lookup == "accounting"
     assert any("AccountingStoreFlags=job_comment" in w for w in client.warnings)
+    assert stub.paths() == ["/slurmdb/v0.0.42/jobs/", "/slurm/v0.0.42/job/3"]
 
 
 def test_a_job_slurmctld_forgot_is_read_from_accounting():
@@ -130,7 +135,19 @@ def test_a_time_that_is_none_of_the_forms_names_the_field(value):
     assert "end_time" in str(err.value) and "-7d" in str(err.value)
 
 
-def test_the_legacy_api_gets_times_relative_to_the_servers_clock():
+def test_times_are_relative_to_the_servers_clock_and_a_window_has_an_end():
+    """22.05 and v0.0.40/41 refuse epochs; 22.05 finds nothing in a window without an end."""
     assert sacct_time(1796000000 - 90, now=1796000000) == "now-90seconds"
-    assert query("v0.0.38", 1796000000 - 90, names=["b", "a"])["job_name"] == "a,b"
-    assert query("v0.0.42", 1796000000, states=["FAILED", "TIMEOUT"]) == {"start_time": "1796000000", "state": "FAILED,TIMEOUT"}
+    assert sacct_time(1796000000 + 5, now=1796000000) == "now+5seconds"
+    params = query(start=0, names=["b", "a"], users=["alice"])
+    assert params["job_name"] == "a,b" and params["users"] == "alice" and params["end_time"] == "now"
+    assert params["start_time"].startswith("now-") and params["start_time"].endswith("seconds")
+    assert set(query(submitted_after=0)) == {"submit_time"}
+
+
+def test_nothing_found_is_an_empty_answer_not_an_error():
+    """22.05 answers a query that matches nothing with HTTP 200 and error 9003 "Nothing found"."""
+    stub = Stub(live=[], recorded=[], version="v0.0.38")
+    stub.nothing_found = True
+    client = stub.client()
+    assert client.history(start=0) == [] and client.accounting_available() is True

@@ -136,8 +136,8 @@ def test_job_info_reads_history_from_accounting_with_the_filters_on_the_server(m
     assert [j["job_id"] for j in outcome.result["jobs"]] == ["5"]
     assert outcome.result["jobs"][0]["elapsed_seconds"] == 10 and outcome.result["jobs"][0]["source"] == "accounting"
     params = stub.sent[-1].url.params
-    assert params["users"] == "bridge" and params["account"] == "bridge" and "FAILED" in params["state"].split(",")
-    assert int(params["end_time"]) - int(params["start_time"]) == 7 * 86400 - 3600
+    assert params["users"] == "bridge" and params["account"] == "bridge" and "state" not in params
+    assert (params["start_time"], params["end_time"]) == ("now-604800seconds", "now-3600seconds")
 
 
 def test_job_info_of_an_identity_says_how_it_was_looked_up(monkeypatch):
