@@ -57,17 +57,17 @@ options:
     type: str
   source:
     description:
-      - Where a list of jobs comes from. C(live) is slurmctld's queue (what it still remembers);
-        C(accounting) is Slurm's accounting over O(start_time) .. O(end_time), which needs slurmdbd
-        and slurmrestd's slurmdbd plugin (C(openapi/slurmdbd), or C(openapi/dbv0.0.38) on Slurm 22.05).
+      - "Where a list of jobs comes from. C(live) is slurmctld's queue (what it still remembers);
+        C(accounting) is Slurm's accounting between O(start_time) and O(end_time), which needs slurmdbd
+        and slurmrestd's slurmdbd plugin (C(openapi/slurmdbd), or C(openapi/dbv0.0.38) on Slurm 22.05)."
       - One job (O(job_id), O(identity)) is looked up in both, whatever this says.
     type: str
     choices: [live, accounting]
     default: live
   start_time:
     description:
-      - With O(source=accounting), jobs that were eligible, running or ended at or after this time:
-        RFC 3339 (V(2026-12-01T00:00:00Z)), an epoch in seconds, or relative to now (V(-12h), V(-7d);
+      - With O(source=accounting), jobs that were eligible, running or ended at or after this time,
+        given as RFC 3339 (V(2026-12-01T00:00:00Z)), an epoch in seconds, or relative to now (V(-12h), V(-7d);
         units s, m, h, d, w). V(-1d) when not set.
     type: str
   end_time:
