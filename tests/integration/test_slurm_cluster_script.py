@@ -63,7 +63,9 @@ name, comment = "bridge-acct-" + tag, "bridge-id-" + tag
 # start_time as an ISO time with its colons percent-encoded: the one form every version takes
 # (22.05's dbv0.0.38 and 24.11's v0.0.40/41 reject an epoch; a raw ':' is 400 or 500).
 since = time.strftime("%Y-%m-%dT%H%%3A%M%%3A%S", time.localtime(time.time() - 120))
-job = {"name": name, "comment": comment, "current_working_directory": "/tmp"}
+# Its output nowhere: a sandbox cluster numbers jobs from 1, like the real ones, and a
+# /tmp/slurm-<id>.out left behind could refuse another cluster's job of that id.
+job = {"name": name, "comment": comment, "current_working_directory": "/tmp", "standard_output": "/dev/null"}
 script = "#!/bin/bash\nexit 0\n"
 if version == "v0.0.38":
     body = {"script": script, "job": dict(job, environment={"PATH": "/bin:/usr/bin"})}
