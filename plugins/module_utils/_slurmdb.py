@@ -134,7 +134,8 @@ def window_start(value, field, now=None):
     return int(moment.timestamp())
 
 
-def query(start=None, end=None, submitted_after=None, names=None, users=None, accounts=None, partitions=None, now=None):
+def query(start=None, end=None, submitted_after=None, names=None, users=None, accounts=None, partitions=None, now=None,
+          steps=True):
     """The /slurmdb jobs query. Times go as sacct's 'now-Nseconds', which every REST version
     parses (22.05 and v0.0.40/41 refuse epochs) relative to the server's own clock; a window
     (start) always has an end, without which 22.05 finds nothing. There is no state filter: from
@@ -148,6 +149,9 @@ def query(start=None, end=None, submitted_after=None, names=None, users=None, ac
     for key, values in (("job_name", names), ("users", users), ("account", accounts), ("partition", partitions)):
         if values:
             params[key] = ",".join(sorted(set(values)))
+    if not steps:
+        # Half the answer: steps carry CPU time and max RSS, which a lookup does not need.
+        params["skip_steps"] = "true"
     return params
 
 

@@ -859,7 +859,7 @@ class SlurmClient(Backend):
         try:
             for first in range(0, len(searchable), NAMES_PER_QUERY):
                 jobs += self.history(submitted_after=since, names=searchable[first:first + NAMES_PER_QUERY], users=users,
-                                     now=now)
+                                     now=now, steps=False)
         except (AuthFailed, ConnectionFailed, Timeout):
             raise
         except BridgeError as exc:
@@ -881,7 +881,7 @@ class SlurmClient(Backend):
         if self._accounting is None:
             try:
                 now = time.time()
-                self.history(submitted_after=now, names=[PROBE_NAME], now=now)
+                self.history(submitted_after=now, names=[PROBE_NAME], now=now, steps=False)
             except (AuthFailed, ConnectionFailed, Timeout):
                 raise
             except BridgeError as exc:
@@ -895,7 +895,7 @@ class SlurmClient(Backend):
             self.warnings.append("Slurm accounting did not answer (%s); Bridge read slurmctld's queue instead" % exc.reason)
 
     def history(self, start=None, end=None, submitted_after=None, names=None, users=None, accounts=None, partitions=None,
-                now=None):
+                now=None, steps=True):
         """Jobs from accounting, normalized: those eligible, running or ended between the epochs
         `start` and `end` (now when None), as sacct selects them, or those submitted after
         `submitted_after` (any state, held and pending ones too). `now` is the epoch the times
@@ -905,7 +905,7 @@ class SlurmClient(Backend):
             # asked for it select by user themselves.
             users = None
         params = query(start=start, end=end, submitted_after=submitted_after, names=names, users=users,
-                       accounts=accounts, partitions=partitions, now=now)
+                       accounts=accounts, partitions=partitions, now=now, steps=steps)
         jobs = self._call("GET", "jobs/", "list", "accounting jobs", params=params, store="slurmdb",
                           parse=self._accounting_jobs)
         self._accounting = True
