@@ -127,9 +127,10 @@ CURRENT_READS = 20
 # slurmdbd's answer to a query that matched no job (22.05 puts it in errors[] of an HTTP 200).
 NOTHING_FOUND = 9003
 NO_CHANGES = re.compile(r"^No job changes since")
-# 24.11 without slurmdbd adds the first to every response; slurmdbd of 24.11 and later the second
-# to an accounting query that matched no job. Neither says anything about the request.
-HARMLESS_WARNING = re.compile(r"accounting storage is disabled|^slurmdb_jobs_get\(.*\) found nothing$", re.IGNORECASE)
+# 24.11 without slurmdbd adds the first to every response; 24.11 and later the others to an
+# accounting query that matched no job. None says anything about the request.
+HARMLESS_WARNING = re.compile(r"accounting storage is disabled|^slurmdb_jobs_get\(.*\) found nothing$|^Zero jobs to dump$",
+                              re.IGNORECASE)
 NODE_UNUSABLE = ("DOWN", "DRAIN", "DRAINED", "DRAINING", "NOT_RESPONDING", "FUTURE", "FAIL", "UNKNOWN")
 
 

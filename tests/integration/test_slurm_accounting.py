@@ -9,10 +9,10 @@ import uuid
 
 import pytest
 
-from conftest import RUN, adhoc_result, adhoc_with_env_file, require_slurm
+from conftest import RUN, adhoc_with_env_file, require_slurm
 
 # 48 MiB held by the batch shell for 3 s: accounting samples every second here.
-SCRIPT = "#!/bin/bash\nx=$(head -c 50331648 /dev/zero | tr '\\0' a); sleep 3; echo ${#x}\n"
+SCRIPT = "#!/bin/bash\nx=$(head -c 50331648 /dev/zero | tr '\\0' a); sleep 3; echo \"${x:0:1}\"\n"
 
 
 def env_file(version):
@@ -22,10 +22,12 @@ def env_file(version):
     return "%s/slurm-%s/env" % (RUN, version)
 
 
-def module(path, name, **args):
-    done = adhoc_with_env_file(path, name, "-a", json.dumps(args))
-    result = adhoc_result(done)
-    return result, done.stdout + done.stderr
+def module(path, module_name, **args):
+    """(result, output) of `ansible localhost -m MODULE -a ARGS`; result None when it failed."""
+    done = adhoc_with_env_file(path, module_name, "-a", json.dumps(args))
+    head, sep, body = done.stdout.partition(" => ")
+    succeeded = done.returncode == 0 and sep and ("SUCCESS" in head or "CHANGED" in head)
+    return (json.loads(body) if succeeded else None), done.stdout + done.stderr
 
 
 def recorded(path, name, phases=None, timeout=60):
