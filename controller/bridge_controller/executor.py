@@ -24,7 +24,7 @@ from bridge_controller import results
 from bridge_controller.batches import Batches
 from bridge_controller.plan import FINALIZER, plan
 from bridge_controller.resolver import Resolver
-from bridge_controller.spec import backend_key, identity_of, job_params, key_of, poll_interval
+from bridge_controller.spec import backend_key, backend_of, identity_of, job_params, key_of, poll_interval
 from bridge_controller.writer import Writer
 
 LOG = logging.getLogger(__name__)
@@ -188,7 +188,11 @@ class Executor:
     def _outcomes(self, action, objects, scripts):
         first = objects[0][1]
         connection = self.resolver.connection(first)
+        # Read for every batch and every poll, never cached: a token rotated in the Secret (one
+        # that expires) is what the next runner call hands over. One GET per runner call.
         credentials = self.resolver.credentials(first)
+        if backend_of(first)["secret"]:
+            self._count("secret_reads")
         identities = [identity_of(obj) for _key, obj in objects]
         self._count("runner_calls_%s" % action)
         started = self.clock()

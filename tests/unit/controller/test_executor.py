@@ -387,6 +387,51 @@ def test_a_permanent_backend_error_is_reported_and_retried_only_at_the_cap(run):
     assert "ns/a" not in queue.forgotten and queue.rate_limiter.when("ns/a") == RETRY_BASE, "no backoff grew"
 
 
+def test_a_token_rotated_in_the_secret_reaches_the_next_poll_and_batch_and_nothing_is_submitted_twice():
+    """A token that expires while its jobs run: the polls fail until the Secret holds a new token,
+    then go on with it; each runner call reads the Secret once (no cache)."""
+    kube, backend, runner, queue, executor = setup(progression=("queued", "running", "running", "completed"))
+    accepted = {"secret-token"}
+    handed = []
+    answer = runner.run
+
+    def run(action, connection, credentials, **kwargs):
+        handed.append((action, credentials.get("token")))
+        if credentials.get("token") not in accepted:
+            return {"failed": True, "changed": False, "msg": "Failed to list jobs: authentication failed",
+                    "error": {"type": "AuthFailed", "kind": "auth", "temporary": False}}
+        return answer(action, connection, credentials, **kwargs)
+
+    runner.run = run
+    reads = []
+    read_secret = kube.read_secret
+    kube.read_secret = lambda namespace, name: reads.append(name) or read_secret(namespace, name)
+    for name in ("a", "b"):
+        kube.create(bridgejob(name))
+    settle(executor, queue)
+    executor.poll_due(now=2000.0)
+    assert {obj["status"]["phase"] for obj in kube.objects.values()} == {"Running"}
+
+    accepted = {"rotated-token"}          # the first token expired
+    executor.poll_due(now=3000.0)
+    for obj in kube.objects.values():
+        assert obj["status"]["phase"] == "Running", "a refused poll judges no job"
+        assert conditions(obj)["BackendReachable"]["reason"] == "AuthFailed"
+
+    kube.secrets["ns/creds"] = {"user": "u", "token": "rotated-token"}
+    executor.poll_due(now=4000.0)         # still tracked: polled at its interval, not at the retry cap
+    executor.poll_due(now=5000.0)
+    for obj in kube.objects.values():
+        assert obj["status"]["phase"] == "Completed"
+        assert conditions(obj)["BackendReachable"]["status"] == "True"
+    kube.create(bridgejob("c"))
+    settle(executor, queue)
+    assert handed == [("submit", "secret-token"), ("poll", "secret-token"), ("poll", "secret-token"),
+                      ("poll", "rotated-token"), ("poll", "rotated-token"), ("submit", "rotated-token")]
+    assert [spec["identity"] for spec in backend.submits] == ["uid-a", "uid-b", "uid-c"]
+    assert len(reads) == len(handed) == executor.stats["secret_reads"], "one Secret read per runner call"
+
+
 @pytest.mark.parametrize("kind, type_", [("unsupported", "Unsupported"), ("not_found", "NotFound"),
                                          ("rejected", "Rejected"), ("already_exists", "AlreadyExists")])
 def test_a_permanent_item_error_about_the_job_fails_the_cr_and_stops(kind, type_):
