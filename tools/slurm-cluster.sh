@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install, start, stop and inspect real single-node Slurm clusters for tests and the demo.
 #
-#   tools/slurm-cluster.sh start|stop|status|env|token VERSION [USER]
+#   tools/slurm-cluster.sh start|stop|status|env|token VERSION [USER [LIFESPAN]]
 #
 # VERSION is 22.05 (Debian 12 packages on the host), 24.11 (trixie chroot) or 26.05 (sid chroot);
-# `start`, `stop` and `status` also take `all`. `token VERSION [USER]` prints a fresh JWT for USER
-# (default bridge), e.g. for the second test user.
+# `start`, `stop` and `status` also take `all`. `token VERSION [USER [LIFESPAN]]` prints a fresh JWT
+# for USER (default bridge), e.g. for the second test user, valid for LIFESPAN seconds (default
+# 86400; a few seconds for the tests of tokens that expire).
 #
 # Facts this script relies on are in docs real-services.md sections 1 and 2. Every process it starts
 # is recorded as "PID STARTTIME" so that a stale pid file (other boot, other session) never matches
@@ -321,9 +322,10 @@ start_daemons() {
   wait_for "slurmrestd" "$RUN/log/slurmrestd.out" slurmrestd rest_answers
 }
 
-token() { # token USER -> JWT
-  local out
-  out=$(target scontrol token username="$1" lifespan=86400) || die "scontrol token failed for $1"
+token() { # token USER [LIFESPAN] -> JWT
+  local out lifespan=${2:-86400}
+  [[ $lifespan =~ ^[1-9][0-9]*$ ]] || die "lifespan must be a number of seconds, got '$lifespan'"
+  out=$(target scontrol token username="$1" lifespan="$lifespan") || die "scontrol token failed for $1"
   echo "${out#SLURM_JWT=}"
 }
 
@@ -482,7 +484,7 @@ main() {
     env)    select_version "$ver"; [[ -f $RUN/env ]] || die "no env file; run: $0 start $ver"
             cat "$RUN/env" ;;
     token)  select_version "$ver"; recorded_alive slurmctld || die "Slurm $ver is not running"
-            token "${3:-$JOB_USER}" ;;
+            token "${3:-$JOB_USER}" "${4:-}" ;;
     *) usage ;;
   esac
 }
