@@ -7,9 +7,11 @@ HTTP 511), the controller as a process. Per version, in a namespace of its own:
    three BridgeJobs whose jobs run far longer are submitted with it;
 2. once the token has expired, polls are refused: `BackendReachable` False with reason AuthFailed,
    the CRs stay Running (nothing is judged from a refusal);
-3. the Secret's token is replaced by a fresh one; a fourth BridgeJob is created after that;
-4. every CR reaches Completed, each Slurm job exists once (the job list by identity = CR UID) and
-   is the one in status.jobId: nothing was submitted twice.
+3. a fourth BridgeJob created then is refused at its submit and waits for the retry cap (300 s);
+4. the Secret's token is replaced by a fresh one: the next poll finds the Secret changed and the
+   refused CR is submitted at once; a fifth BridgeJob is created after the rotation;
+5. every CR reaches Completed well before the retry cap, each Slurm job exists once (the job list
+   by identity = CR UID) and is the one in status.jobId: nothing was submitted twice.
 
 The controller reads the Secret for every batch and every poll: /metrics' bridge_secret_reads
 equals its runner calls. No token is in any status, event, the controller's log or runner files.
@@ -137,13 +139,24 @@ def test_a_token_rotated_in_the_secret_while_jobs_run(controller, version):
     assert condition(refused, "BackendReachable")["reason"] == "AuthFailed", refused["status"]
     assert phase_of(refused) in ("Queued", "Running"), refused["status"]
 
+    short_job = "#!/bin/bash\ntrue\n"
+    namespace.bridgejob("while-expired", backend, script=short_job, resources={"timeLimit": 5})
+    pending = wait_for(lambda: namespace.read("while-expired"),
+                       lambda o: condition(o, "BackendReachable").get("status") == "False", timeout=60, interval=0.5)
+    assert condition(pending, "BackendReachable")["reason"] == "AuthFailed" and not pending["status"].get("jobId")
+    names.append("while-expired")
+
     fresh = issue_token(version, 600)
     controller.tokens.append(fresh)
     namespace.core.patch_namespaced_secret("slurm", namespace.name, {"stringData": {"token": fresh}})
-    namespace.bridgejob("after-rotation", backend, script="#!/bin/bash\ntrue\n", resources={"timeLimit": 5})
+    rotated = time.monotonic()
+    namespace.bridgejob("after-rotation", backend, script=short_job, resources={"timeLimit": 5})
     names.append("after-rotation")
 
+    submitted_again = namespace.wait_phase("while-expired", "Completed", timeout=90)
+    assert time.monotonic() - rotated < 90, "the CR refused at its submit waited for the retry cap"
     done = [namespace.wait_phase(name, "Completed", timeout=JOB_SECONDS + 120) for name in names]
+    assert done[3]["status"]["jobId"] == submitted_again["status"]["jobId"]
     for obj in done:
         assert condition(obj, "BackendReachable")["status"] == "True", obj["status"]
     uids = dict((obj["metadata"]["uid"], obj["status"]["jobId"]) for obj in done)

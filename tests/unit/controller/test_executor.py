@@ -389,7 +389,8 @@ def test_a_permanent_backend_error_is_reported_and_retried_only_at_the_cap(run):
 
 def test_a_token_rotated_in_the_secret_reaches_the_next_poll_and_batch_and_nothing_is_submitted_twice():
     """A token that expires while its jobs run: the polls fail until the Secret holds a new token,
-    then go on with it; each runner call reads the Secret once (no cache)."""
+    then go on with it; each runner call reads the Secret once (no cache). A CR whose submit was
+    refused meanwhile waits for the retry cap, unless a runner call finds the Secret changed first."""
     kube, backend, runner, queue, executor = setup(progression=("queued", "running", "running", "completed"))
     accepted = {"secret-token"}
     handed = []
@@ -417,19 +418,39 @@ def test_a_token_rotated_in_the_secret_reaches_the_next_poll_and_batch_and_nothi
     for obj in kube.objects.values():
         assert obj["status"]["phase"] == "Running", "a refused poll judges no job"
         assert conditions(obj)["BackendReachable"]["reason"] == "AuthFailed"
+    kube.create(bridgejob("c"))           # its submit is refused too: it waits for the cap
+    settle(executor, queue)
+    assert kube.objects["ns/c"]["status"]["phase"] == "Pending" and ("ns/c", RETRY_CAP) in queue.later
 
     kube.secrets["ns/creds"] = {"user": "u", "token": "rotated-token"}
     executor.poll_due(now=4000.0)         # still tracked: polled at its interval, not at the retry cap
-    executor.poll_due(now=5000.0)
-    for obj in kube.objects.values():
-        assert obj["status"]["phase"] == "Completed"
-        assert conditions(obj)["BackendReachable"]["status"] == "True"
-    kube.create(bridgejob("c"))
+    assert "ns/c" in queue.keys, "the poll found the Secret changed: the parked CR is planned now"
+    assert executor.stats["secret_change_retries"] == 1
     settle(executor, queue)
-    assert handed == [("submit", "secret-token"), ("poll", "secret-token"), ("poll", "secret-token"),
-                      ("poll", "rotated-token"), ("poll", "rotated-token"), ("submit", "rotated-token")]
+    executor.poll_due(now=5000.0)
+    executor.poll_due(now=6000.0)
+    executor.poll_due(now=7000.0)
+    for obj in kube.objects.values():
+        assert obj["status"]["phase"] == "Completed", obj["metadata"]["name"]
+        assert conditions(obj)["BackendReachable"]["status"] == "True"
+    assert handed[:6] == [("submit", "secret-token"), ("poll", "secret-token"), ("poll", "secret-token"),
+                          ("submit", "secret-token"), ("poll", "rotated-token"), ("submit", "rotated-token")]
+    assert set(handed[6:]) == {("poll", "rotated-token")}
     assert [spec["identity"] for spec in backend.submits] == ["uid-a", "uid-b", "uid-c"]
     assert len(reads) == len(handed) == executor.stats["secret_reads"], "one Secret read per runner call"
+    assert executor.stats["secret_change_retries"] == 1
+
+
+def test_a_secret_read_unchanged_plans_no_parked_cr_early():
+    kube, backend, runner, queue, executor = setup()
+    kube.create(bridgejob("a"))
+    runner.run = failing_module("AuthFailed", False)
+    settle(executor, queue)
+    assert ("ns/a", RETRY_CAP) in queue.later
+    kube.create(bridgejob("b"))
+    settle(executor, queue)
+    assert executor.stats["secret_reads"] == 2 and executor.stats["secret_change_retries"] == 0
+    assert [key for key, delay in queue.later if key == "ns/a"] == ["ns/a"], "a waits for the cap only"
 
 
 @pytest.mark.parametrize("kind, type_", [("unsupported", "Unsupported"), ("not_found", "NotFound"),
