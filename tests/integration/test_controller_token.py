@@ -4,14 +4,14 @@ A real kube-apiserver, real Slurm (22.05: a refused token is a bare HTTP 500; 24
 HTTP 511), the controller as a process. Per version, in a namespace of its own:
 
 1. the Secret holds a JWT that lives LIFESPAN seconds (`tools/slurm-cluster.sh token V bridge S`);
-   three BridgeJobs whose jobs run far longer are submitted with it;
+   two BridgeJobs whose jobs run far longer (one per CPU of the node) are submitted with it;
 2. once the token has expired, polls are refused: `BackendReachable` False with reason AuthFailed,
    the CRs stay Running (nothing is judged from a refusal);
-3. a fourth BridgeJob created then is refused at its submit and waits for the retry cap (300 s);
+3. a third BridgeJob created then is refused at its submit and would wait for the retry cap (300 s);
 4. the Secret's token is replaced by a fresh one: the next poll finds the Secret changed and the
-   refused CR is submitted at once; a fifth BridgeJob is created after the rotation;
-5. every CR reaches Completed well before the retry cap, each Slurm job exists once (the job list
-   by identity = CR UID) and is the one in status.jobId: nothing was submitted twice.
+   refused CR is submitted within a minute; a fourth BridgeJob is created after the rotation;
+5. every CR reaches Completed, each Slurm job exists once (the job list by identity = CR UID) and
+   is the one in status.jobId: nothing was submitted twice.
 
 The controller reads the Secret for every batch and every poll: /metrics' bridge_secret_reads
 equals its runner calls. No token is in any status, event, the controller's log or runner files.
@@ -36,6 +36,8 @@ LIFESPAN = 20          # seconds: the controller's start and the first submit fi
 JOB_SECONDS = 45       # the jobs run across the expiry and the rotation
 # 22.05 refuses with a bare 500, 24.11 with 511 (26.05 as 24.11; the module tests cover it).
 VERSIONS = ("22.05", "24.11")
+# Not Slurm's default /tmp/slurm-<job id>.out, which a job of that id of an earlier cluster may own.
+NO_OUTPUT = "/dev/null"
 
 Controller = collections.namedtuple("Controller", "api_client labels port tokens")
 
@@ -123,9 +125,9 @@ def test_a_token_rotated_in_the_secret_while_jobs_run(controller, version):
     backend = {"type": "slurm", "url": slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm"},
                "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]}
     long_job = "#!/bin/bash\nsleep %d\n" % JOB_SECONDS
-    names = ["long-%d" % index for index in range(3)]
+    names = ["long-%d" % index for index in range(2)]   # the node's two CPUs
     for name in names:
-        namespace.bridgejob(name, backend, script=long_job, resources={"timeLimit": 5})
+        namespace.bridgejob(name, backend, script=long_job, resources={"timeLimit": 5}, stdout=NO_OUTPUT)
 
     submitted = [wait_for(lambda name=name: namespace.read(name), lambda o: (o.get("status") or {}).get("jobId"),
                           timeout=LIFESPAN) for name in names]
@@ -140,7 +142,7 @@ def test_a_token_rotated_in_the_secret_while_jobs_run(controller, version):
     assert phase_of(refused) in ("Queued", "Running"), refused["status"]
 
     short_job = "#!/bin/bash\ntrue\n"
-    namespace.bridgejob("while-expired", backend, script=short_job, resources={"timeLimit": 5})
+    namespace.bridgejob("while-expired", backend, script=short_job, resources={"timeLimit": 5}, stdout=NO_OUTPUT)
     pending = wait_for(lambda: namespace.read("while-expired"),
                        lambda o: condition(o, "BackendReachable").get("status") == "False", timeout=60, interval=0.5)
     assert condition(pending, "BackendReachable")["reason"] == "AuthFailed" and not pending["status"].get("jobId")
@@ -150,20 +152,21 @@ def test_a_token_rotated_in_the_secret_while_jobs_run(controller, version):
     controller.tokens.append(fresh)
     namespace.core.patch_namespaced_secret("slurm", namespace.name, {"stringData": {"token": fresh}})
     rotated = time.monotonic()
-    namespace.bridgejob("after-rotation", backend, script=short_job, resources={"timeLimit": 5})
+    namespace.bridgejob("after-rotation", backend, script=short_job, resources={"timeLimit": 5}, stdout=NO_OUTPUT)
     names.append("after-rotation")
 
-    submitted_again = namespace.wait_phase("while-expired", "Completed", timeout=90)
-    assert time.monotonic() - rotated < 90, "the CR refused at its submit waited for the retry cap"
+    submitted_again = wait_for(lambda: namespace.read("while-expired"), lambda o: (o.get("status") or {}).get("jobId"),
+                               timeout=60, interval=0.5)
+    recovered = time.monotonic() - rotated
     done = [namespace.wait_phase(name, "Completed", timeout=JOB_SECONDS + 120) for name in names]
-    assert done[3]["status"]["jobId"] == submitted_again["status"]["jobId"]
+    assert done[2]["status"]["jobId"] == submitted_again["status"]["jobId"]
     for obj in done:
         assert condition(obj, "BackendReachable")["status"] == "True", obj["status"]
     uids = dict((obj["metadata"]["uid"], obj["status"]["jobId"]) for obj in done)
     jobs = slurm_jobs(slurm, list(uids))
     assert sorted((job["identity"], job["job_id"]) for job in jobs) == sorted(uids.items()), \
         "each BridgeJob's job exists once on Slurm, and it is the one in its status"
-    assert [obj["status"]["jobId"] for obj in done[:3]] == [obj["status"]["jobId"] for obj in submitted]
+    assert [obj["status"]["jobId"] for obj in done[:2]] == [obj["status"]["jobId"] for obj in submitted]
 
     namespace.assert_no_secret(names)
     statuses = repr([obj["status"] for obj in done])
@@ -177,3 +180,6 @@ def test_a_token_rotated_in_the_secret_while_jobs_run(controller, version):
             break
         time.sleep(0.3)
     assert calls and counted["bridge_secret_reads"] == calls, "one Secret GET per runner call: %r" % counted
+    print("Slurm %s: the CR refused while the token was expired was submitted %.1f s after the rotation; "
+          "runner calls %d, Secret reads %d, early retries on a changed Secret %d" % (
+              version, recovered, calls, counted["bridge_secret_reads"], counted.get("bridge_secret_change_retries", 0)))
