@@ -2,12 +2,14 @@
 # Install, start, stop and inspect real single-node Slurm clusters for tests and the demo.
 #
 #   tools/slurm-cluster.sh start|install VERSION [--no-accounting]
-#   tools/slurm-cluster.sh stop|status|env|token VERSION [USER]
+#   tools/slurm-cluster.sh stop|status|env VERSION
+#   tools/slurm-cluster.sh token VERSION [USER [LIFESPAN]]
 #
 # VERSION is 22.05 (Debian 12 packages on the host), 24.11 (trixie chroot) or 26.05 (sid chroot);
-# `start`, `install`, `stop` and `status` also take `all`. `token VERSION [USER]` prints a fresh JWT
-# for USER (default bridge), e.g. for the second test user. `install` only installs (packages,
-# chroot, users) and starts nothing: it needs the network, `start` does not once it ran.
+# `start`, `install`, `stop` and `status` also take `all`. `token VERSION [USER [LIFESPAN]]` prints
+# a fresh JWT for USER (default bridge), e.g. for the second test user, valid for LIFESPAN seconds
+# (default 86400; a few seconds for the tests of tokens that expire). `install` only installs
+# (packages, chroot, users) and starts nothing: it needs the network, `start` does not once it ran.
 #
 # Facts this script relies on are in docs real-services.md sections 1 and 2. Every process it starts
 # is recorded as "PID STARTTIME" so that a stale pid file (other boot, other session) never matches
@@ -603,9 +605,10 @@ register_cluster() {
   done
 }
 
-token() { # token USER -> JWT
-  local out
-  out=$(target scontrol token username="$1" lifespan=86400) || die "scontrol token failed for $1"
+token() { # token USER [LIFESPAN] -> JWT
+  local out lifespan=${2:-86400}
+  [[ $lifespan =~ ^[1-9][0-9]*$ ]] || die "lifespan must be a number of seconds, got '$lifespan'"
+  out=$(target scontrol token username="$1" lifespan="$lifespan") || die "scontrol token failed for $1"
   echo "${out#SLURM_JWT=}"
 }
 
@@ -798,7 +801,7 @@ status_one() {
   fi
 }
 
-usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 main() {
   (($# >= 2)) || usage
@@ -812,7 +815,7 @@ main() {
       *) usage ;;
     esac
   fi
-  (($# == 0)) || [[ $cmd == token && $# == 1 ]] || usage
+  (($# == 0)) || [[ $cmd == token && $# -le 2 ]] || usage
   [[ $MIN_JOB_AGE =~ ^[0-9]+$ ]] || die "BRIDGE_SLURM_MIN_JOB_AGE must be a number of seconds"
   if [[ $ver == all ]]; then
     [[ $cmd =~ ^(start|install|stop|status)$ ]] || die "'all' works with start, install, stop and status"
@@ -829,7 +832,7 @@ main() {
     env)    select_version "$ver"; [[ -f $RUN/env ]] || die "no env file; run: $0 start $ver"
             cat "$RUN/env" ;;
     token)  select_version "$ver"; recorded_alive slurmctld || die "Slurm $ver is not running"
-            token "${1:-$JOB_USER}" ;;
+            token "${1:-$JOB_USER}" "${2:-}" ;;
     *) usage ;;
   esac
 }

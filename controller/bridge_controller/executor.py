@@ -6,7 +6,8 @@ run each batch as one runner call, with what the resolver reads from Kubernetes 
 results.py says what the module's result means for each CR, the writer writes it, and the CR's
 key comes back to the queue by the outcome's class: after the key's growing backoff when the
 failure may pass, at the backoff's cap when the backend refuses us (a fixed Secret is no event of
-the CR's), and otherwise with the watch event of the status just written.
+the CR's; but when another runner call of the same backend finds its Secret changed, at once), and
+otherwise with the watch event of the status just written.
 
 Objects are read from the watcher's cache (`cache.get(key)`): the executor keeps no copy of its
 own. So a CR whose status was just written is planned again from that write's watch event, which
@@ -16,6 +17,8 @@ and planning at once would defeat the backoff whenever the message changes.
 """
 
 import collections
+import hashlib
+import json
 import logging
 import threading
 import time
@@ -24,7 +27,7 @@ from bridge_controller import results
 from bridge_controller.batches import Batches
 from bridge_controller.plan import FINALIZER, plan
 from bridge_controller.resolver import Resolver
-from bridge_controller.spec import backend_key, identity_of, job_params, key_of, poll_interval
+from bridge_controller.spec import backend_key, backend_of, identity_of, job_params, key_of, poll_interval
 from bridge_controller.writer import Writer
 
 LOG = logging.getLogger(__name__)
@@ -47,6 +50,11 @@ class Executor:
         self.release_after_cancel = set()
         self.backends_seen = set()
         self.failure_reports = {}     # key -> resourceVersion of the failure status last written
+        # CRs waiting for the retry cap after a permanent failure (a refused token), by backend key,
+        # and a fingerprint of the Secret each backend key's last runner call was handed: when a
+        # poll or batch finds the Secret changed (a rotated token), those CRs are planned at once.
+        self.parked = collections.defaultdict(set)
+        self.secret_seen = {}
         # With leader election, main.py sets this to the elector's gate. Once it is closed, nothing
         # is written and no batch runs: the Lease may soon be another replica's.
         self.may_act = lambda: True
@@ -70,6 +78,7 @@ class Executor:
             self.queue.forget(key)
             with self._lock:
                 self.failure_reports.pop(key, None)
+                self.parked.get(backend_key(obj), set()).discard(key)
             return
         group = backend_key(obj)
         with self._lock:
@@ -188,7 +197,12 @@ class Executor:
     def _outcomes(self, action, objects, scripts):
         first = objects[0][1]
         connection = self.resolver.connection(first)
+        # Read for every batch and every poll, never cached: a token rotated in the Secret (one
+        # that expires) is what the next runner call hands over. One GET per runner call.
         credentials = self.resolver.credentials(first)
+        if backend_of(first)["secret"]:
+            self._count("secret_reads")
+            self._secret_read(backend_key(first), credentials, [key for key, _obj in objects])
         identities = [identity_of(obj) for _key, obj in objects]
         self._count("runner_calls_%s" % action)
         started = self.clock()
@@ -203,6 +217,20 @@ class Executor:
             return results.batch_outcomes(action, identities, result)
         self._count("polls_failed" if result.get("failed") else "polls")
         return results.poll_outcomes(identities, result)
+
+    def _secret_read(self, group, credentials, keys):
+        """Plan now the CRs of `group` parked at the retry cap when its Secret changed since its last
+        read: the change (a rotated token, a fixed user) is what they wait for, and no event of
+        theirs would bring them back before the cap."""
+        fingerprint = hashlib.sha256(json.dumps(credentials, sort_keys=True).encode("utf-8")).hexdigest()
+        with self._lock:
+            changed = self.secret_seen.get(group, fingerprint) != fingerprint
+            self.secret_seen[group] = fingerprint
+            # Those in this runner call are parked again by their outcome if it is permanent again.
+            waiting = self.parked.pop(group, set()) - set(keys) if changed else set()
+        for key in sorted(waiting):
+            self._count("secret_change_retries")
+            self.queue.add(key)
 
     def _apply(self, action, key, obj, outcome):
         """Write one CR's outcome, then let its key be planned again as the outcome's class says.
@@ -234,11 +262,16 @@ class Executor:
         unless the CR changed meanwhile so that its plan did (cancelled, deleted).
         """
         retrying = kind in (results.TEMPORARY, results.PERMANENT)
+        group = backend_key(obj)
         with self._lock:
             if retrying and written is not None:
                 self.failure_reports[key] = written["metadata"].get("resourceVersion")
             else:
                 self.failure_reports.pop(key, None)
+            if kind == results.PERMANENT:
+                self.parked[group].add(key)
+            elif group in self.parked:
+                self.parked[group].discard(key)
         changed = key in self.batches.finish([key])
         if not retrying:
             self.queue.forget(key)

@@ -1,7 +1,10 @@
 """What a BridgeJob names in Kubernetes, read when its batch runs: the backend's connection (with
 the CA bundle of caConfigMapRef), the credentials Secret, and the script of scriptFrom.
 
-Nothing is cached: a Secret or ConfigMap fixed after a failure is read by the next attempt.
+Nothing is cached: a Secret or ConfigMap fixed after a failure is read by the next attempt, and a
+token rotated in the Secret (one that expires) is handed to the next batch and the next poll. That
+costs one GET of the Secret per runner call, whatever the number of CRs in it; the controller may
+only `get` Secrets (no list, no watch), so there is no watch to keep a cache fresh with.
 """
 
 from bridge_controller.backends import NAMESPACED

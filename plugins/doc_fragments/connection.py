@@ -27,7 +27,16 @@ options:
   token:
     description:
       - Token or JWT for the backend. Never logged, never part of a result or an error message.
+      - Mutually exclusive with O(token_file).
     type: str
+  token_file:
+    description:
+      - File that holds Slurm's JWT, alone or as the C(SLURM_JWT=...) line of C(scontrol token)
+        (O(backend=slurm) only). It is read again when Slurm refuses the token, so a token that
+        expires can be rotated by rewriting the file while a task waits; see M(bridge.hpc.slurm_job).
+      - Mutually exclusive with O(token). The token read from it is never logged, and it is never
+        part of a result or an error message.
+    type: path
   password:
     description:
       - Password of O(user), which LSF Application Center trades for a session token (O(backend=lsf) only).

@@ -27,7 +27,26 @@ options:
       - JWT sent as C(X-SLURM-USER-TOKEN), as printed by C(scontrol token).
       - If not set, the environment variable E(SLURM_JWT) is used.
       - Never logged, never part of a result or an error message.
+      - Mutually exclusive with O(token_file).
     type: str
+  token_file:
+    description:
+      - File that holds the JWT, on the host the task runs on; either the token alone or the
+        C(SLURM_JWT=...) line that C(scontrol token) prints. Leading and trailing blanks are ignored.
+      - Use it for tokens that expire (C(scontrol token lifespan=...)) and are rotated by rewriting
+        the file, best by writing a new file and renaming it over the old one. When Slurm refuses
+        the token (HTTP 401 or 511, or the bare HTTP 500 of Slurm 22.05), the file is read again
+        and, if it holds another token, a read or a cancel is sent once more with it, and a wait
+        goes on; until the file holds a token Slurm accepts, a wait keeps polling up to
+        its C(wait_timeout).
+      - A submit refused this way is not simply sent again. With the new token, the job's identity
+        is looked up first, and the job is submitted only if no job carries it.
+      - If not set, the environment variable E(SLURM_JWT_FILE) is used.
+      - Mutually exclusive with O(token). One of the two that is set in the task wins over the
+        other's environment variable (E(SLURM_JWT) or E(SLURM_JWT_FILE)).
+      - The token read from the file is treated like O(token). It is never logged, and it is
+        never part of a result or an error message.
+    type: path
   api_version:
     description:
       - Slurm REST API version to speak, such as C(v0.0.38) or C(v0.0.42).

@@ -76,6 +76,18 @@ options:
     type: str
     env:
       - name: SLURM_JWT
+  token_file:
+    description:
+      - File on the controller that holds the JWT, either alone or as the C(SLURM_JWT=...) line
+        C(scontrol token) prints. Read for every inventory run, and read again when Slurm refuses the
+        token, so that a token rotated in the file is picked up.
+      - Mutually exclusive with O(token). Whichever of the two is set in the file wins over the
+        other's environment variable.
+      - The file's path, never its content, is part of an error message; its token is never cached
+        or set as a host variable.
+    type: path
+    env:
+      - name: SLURM_JWT_FILE
   api_version:
     description:
       - Slurm REST API version to speak, such as C(v0.0.38) or C(v0.0.42).
@@ -290,7 +302,7 @@ class InventoryModule(InventorySource, BaseInventoryPlugin, Constructable, Cache
     # -- reading Slurm (parse() and the cache: InventorySource)
 
     def _client(self, source):
-        return SlurmClient.from_options(self._connection_option(source))
+        return SlurmClient.from_options(self._backend_options(SlurmClient, source))
 
     def _fetch(self, source):
         records = self._read(source, lambda client: client.inventory())

@@ -120,6 +120,11 @@ class Backend(object):
     URL_NAME = "URL"
     CONNECTION = {}         # connection options of this backend beyond COMMON_CONNECTION
     ENV = {}                # option -> environment variables it falls back to, first wins
+    # Groups of connection options of which one at most may be set, such as a token and the file
+    # that holds it. One given explicitly wins over the environment variables of the others, which
+    # the argument spec cannot express (it applies fallbacks before checking exclusions): these
+    # options fall back to their environment in with_environment() instead.
+    EXCLUSIVE = ()
     # Connection options the controller reads from a BridgeJob's Secret and hands to the module
     # through the pipe (never a file): the secrets and the identities they act for.
     CREDENTIALS = ()
@@ -146,9 +151,44 @@ class Backend(object):
         for name in cls.SECRETS:
             options[name]["no_log"] = True
         if env_fallback is not None:
+            exclusive = cls.exclusive_names()
             for name, variables in cls.ENV.items():
-                options[name]["fallback"] = (env_fallback, list(variables))
+                if name not in exclusive:
+                    options[name]["fallback"] = (env_fallback, list(variables))
         return options
+
+    @classmethod
+    def exclusive_names(cls):
+        return frozenset(name for group in cls.EXCLUSIVE for name in group)
+
+    @classmethod
+    def with_environment(cls, get, environ):
+        """`get` with the environment fallback of the EXCLUSIVE options: an option of a group that
+        none of its options is given for reads its variables (ENV, first wins). Variables of two
+        options of one group are a SpecError, since neither is more explicit than the other."""
+        found = {}
+        for group in cls.EXCLUSIVE:
+            if any(get(name) not in (None, "") for name in group):
+                continue
+            named = []
+            for name in group:
+                variable = next((v for v in cls.ENV.get(name, ()) if environ.get(v)), None)
+                if variable:
+                    named.append((name, variable))
+            if len(named) > 1:
+                raise SpecError(named[-1][0], "the environment variables %s are all set, and %s are mutually exclusive; "
+                                "unset all but one or set one of the options" % (
+                                    " and ".join(v for _n, v in named), " and ".join(n for n, _v in named)))
+            found.update((name, environ[variable]) for name, variable in named)
+        return lambda name: found[name] if name in found else get(name)
+
+    @classmethod
+    def require_exclusive(cls, get):
+        """SpecError when two options of an EXCLUSIVE group are set."""
+        for group in cls.EXCLUSIVE:
+            given = [name for name in group if get(name) not in (None, "")]
+            if len(given) > 1:
+                raise SpecError(given[-1], "%s are mutually exclusive" % " and ".join(given))
 
     @classmethod
     def from_options(cls, get):
@@ -188,6 +228,9 @@ class Backend(object):
     # ---------------------------------------------------------------- what every backend does
 
     warnings = ()
+    # The file this client reads its token from and reads again when the token is refused (a
+    # token that expires and is rotated there); None for a client whose credentials are fixed.
+    token_file = None
 
     @property
     def api_version(self):

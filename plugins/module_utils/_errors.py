@@ -74,6 +74,15 @@ class AuthFailed(BridgeError):
     kind = "auth"
 
 
+class CredentialsRefused(AuthFailed):
+    """The credentials were refused while waiting for a job that exists (a token expired). `job`
+    is the job as last seen: it stays as it is, and a later run finds it by its identity."""
+
+    def __init__(self, reason, job, cause):
+        self.job = job
+        super(CredentialsRefused, self).__init__(reason, status=cause.status)
+
+
 class NotFound(BridgeError):
     kind = "not_found"
 

@@ -15,7 +15,7 @@ __metaclass__ = type
 import time
 
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import TERMINAL_PHASES
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, NotFound
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed, BridgeError, CredentialsRefused, NotFound
 
 SUMMARY_KEYS = ("job_id", "name", "identity", "phase", "native_state", "reason", "exit_code",
                 "signal", "failure_class", "partition")
@@ -48,20 +48,50 @@ def predicted_job(spec, client):
     }
 
 
-def wait_for(client, job_id, timeout, interval, until=TERMINAL_PHASES, clock=time.monotonic, sleep=time.sleep):
+def wait_for(client, job_id, timeout, interval, until=TERMINAL_PHASES, clock=time.monotonic, sleep=time.sleep,
+             last=None):
     """Poll a job until its phase is in `until`, it turns out hopeless, or `timeout` seconds pass.
 
     Returns (job, timed_out). Polls are idempotent GETs, so the transport retries them.
+
+    Credentials refused on the way (a token that expired) raise CredentialsRefused with the job as
+    last seen (`last` before the first poll), since the job itself is fine. A client that reads its
+    token from a file reads it again on each refusal, so its wait goes on until the file holds a
+    token that is accepted, or `timeout` passes.
     """
     deadline = clock() + timeout
     while True:
-        job = client.get(job_id)
+        try:
+            job = client.get(job_id)
+        except AuthFailed as exc:
+            if client.token_file is None or clock() >= deadline:
+                raise refused_while_waiting(client, job_id, last, exc)
+            sleep(min(interval, max(deadline - clock(), 0)))
+            continue
+        last = job
         if job["phase"] in until or job.get("failure_class") == "rejected":
             return job, False
         remaining = deadline - clock()
         if remaining <= 0:
             return job, True
         sleep(min(interval, remaining))
+
+
+def refused_while_waiting(client, job_id, job, refused):
+    """The CredentialsRefused of a wait for job `job_id` (last seen as `job`) that `refused` ended."""
+    secret = "token" if "token" in client.CREDENTIALS else "credentials"
+    was = "was" if secret == "token" else "were"
+    if client.token_file is not None:
+        what = ("the %s %s read from token_file %s refused (expired?) while waiting for job %s, and no token it "
+                "accepts appeared in the file within wait_timeout" % (client.TITLE, secret, was, job_id))
+        advice = "rotate the token in the file before it expires"
+    else:
+        what = "the %s %s %s refused (expired?) while waiting for job %s" % (client.TITLE, secret, was, job_id)
+        advice = "rerun with a fresh %s" % secret
+        if "token_file" in client.CONNECTION:
+            advice += " or use token_file"
+    reason = "%s; %s: the job is not resubmitted, a later task finds it by its identity (%s)" % (what, advice, refused)
+    return CredentialsRefused(reason, job, refused)
 
 
 def outcome(job, timed_out, wait_timeout, expected_phase=None):
@@ -109,7 +139,11 @@ def ensure_present(client, spec, check_mode=False, wait=False, wait_timeout=600,
         job = client.get(job_id)
     result["diff"] = {"before": summary(existing), "after": summary(job)}
     if wait and not job.get("terminal"):
-        job, timed_out = wait_for(client, job["job_id"], wait_timeout, poll_interval, sleep=sleep, clock=clock)
+        try:
+            job, timed_out = wait_for(client, job["job_id"], wait_timeout, poll_interval, sleep=sleep, clock=clock,
+                                      last=job)
+        except CredentialsRefused as exc:
+            return refused_result(result, exc)
         if job.get("failure_class") == "rejected" and cancel_rejected:
             job = _cancel_hopeless(client, job)
         result["failed"], result["msg"] = outcome(job, timed_out, wait_timeout)
@@ -118,6 +152,12 @@ def ensure_present(client, spec, check_mode=False, wait=False, wait_timeout=600,
     else:
         result["msg"] = "job %s is %s" % (job.get("job_id"), job["phase"])
     result["job"] = job
+    return result
+
+
+def refused_result(result, refused):
+    """`result` failed by CredentialsRefused: its message and error, and the job as last seen."""
+    result.update(failed=True, msg=str(refused), error=refused.to_dict(), job=refused.job)
     return result
 
 
@@ -164,7 +204,12 @@ def ensure_absent(client, job_id=None, identity=None, check_mode=False, wait=Fal
     except NotFound:
         final = forgotten(job)
     if wait and not final.get("terminal"):
-        final, timed_out = wait_for(client, job["job_id"], wait_timeout, poll_interval, sleep=sleep, clock=clock)
+        try:
+            final, timed_out = wait_for(client, job["job_id"], wait_timeout, poll_interval, sleep=sleep, clock=clock,
+                                        last=final)
+        except CredentialsRefused as exc:
+            result["diff"] = {"before": summary(job), "after": summary(exc.job)}
+            return refused_result(result, exc)
         if timed_out:
             result["failed"] = True
             result["msg"] = "job %s is still %s %s seconds after cancelling it" % (

@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import os
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
@@ -94,8 +95,10 @@ def chosen_backend(params):
 
 
 def client_of(name):
-    """A build_client for main_for: the client of backend `name` from a module's params."""
-    return lambda params: BACKENDS[name].from_options(params.get)
+    """A build_client for main_for: the client of backend `name` from a module's params, its
+    EXCLUSIVE options falling back to their environment variables (Backend.with_environment)."""
+    backend = BACKENDS[name]
+    return lambda params: backend.from_options(backend.with_environment(params.get, os.environ))
 
 
 def run_job(module, client):
@@ -161,8 +164,16 @@ def read_job_or_list(params, client, list_jobs):
     return result
 
 
+def hide_client_secrets(module, client):
+    """Have Ansible mask every secret the client came to know besides the module's no_log options
+    (a token read from token_file, again after a rotation), in whatever the module returns."""
+    transport = getattr(client, "transport", None)
+    module.no_log_values.update(secret for secret in getattr(transport, "secrets", ()) if secret)
+
+
 def exit_with(module, client, result):
     """Pass the client's warnings on, then exit (or fail when result says so)."""
+    hide_client_secrets(module, client)
     for warning in client.warnings:
         module.warn(warning)
     if result.pop("failed", False):
@@ -183,6 +194,8 @@ def main_for(module, build_client, body):
         client = build_client(module.params)
         body(module, client)
     except BridgeError as exc:
+        if client is not None:
+            hide_client_secrets(module, client)
         fail_on_bridge_error(module, exc)
     finally:
         if client is not None:

@@ -92,6 +92,15 @@ class Transport:
             return ssl.create_default_context(cafile=ca_path)
         return True
 
+    def add_secret(self, secret):
+        """Scrub `secret` from every later message too: a token read again (rotated) or traded for."""
+        if secret and secret not in self.secrets:
+            self.secrets.append(secret)
+
+    def set_header(self, name, value):
+        """Send `name: value` with every later request (a token that was read again)."""
+        self.http.headers[name] = value
+
     def scrub(self, text):
         """Remove every secret this transport knows from a text meant for humans."""
         text = "" if text is None else str(text)

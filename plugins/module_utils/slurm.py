@@ -50,7 +50,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._spec import (
     effective_environment,
     format_minutes,
 )
-from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
+from ansible_collections.bridge.hpc.plugins.module_utils._transport import IDEMPOTENT_METHODS, Transport
 
 MANAGER = "Slurm"
 # Newest first: discovery takes the first one the server answers.
@@ -132,6 +132,12 @@ NO_CHANGES = re.compile(r"^No job changes since")
 HARMLESS_WARNING = re.compile(r"accounting storage is disabled|^slurmdb_jobs_get\(.*\) found nothing$|^Zero jobs to dump$",
                               re.IGNORECASE)
 NODE_UNUSABLE = ("DOWN", "DRAIN", "DRAINED", "DRAINING", "NOT_RESPONDING", "FUTURE", "FAIL", "UNKNOWN")
+TOKEN_HEADER = "X-SLURM-USER-TOKEN"
+USER_HEADER = "X-SLURM-USER-NAME"
+# `scontrol token` prints "SLURM_JWT=<jwt>"; a token file may hold that line as it is.
+JWT_ASSIGNMENT = re.compile(r"^SLURM_JWT=")
+# A JWT is a few hundred bytes; a file much larger than that is not a token file.
+TOKEN_FILE_LIMIT = 65536
 
 
 # ---------------------------------------------------------------- value decoding (pure)
@@ -394,6 +400,35 @@ def gpu_count(gres):
     return total
 
 
+def token_of(text):
+    """The JWT in a token file's text: all of it, blanks stripped, or the value of the
+    SLURM_JWT=... line `scontrol token` prints. None when the text holds no token or more than one word."""
+    token = JWT_ASSIGNMENT.sub("", text.strip(), count=1).strip()
+    if not token or any(char.isspace() for char in token):
+        return None
+    return token
+
+
+def read_token_file(path):
+    """The JWT in the file at `path`; SpecError on token_file when it cannot be read or holds none.
+    Messages name the file, never what it holds."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(TOKEN_FILE_LIMIT + 1)
+    except (IOError, OSError) as exc:
+        raise SpecError("token_file", "cannot read '%s': %s" % (path, exc.strerror or type(exc).__name__))
+    if len(data) > TOKEN_FILE_LIMIT:
+        raise SpecError("token_file", "'%s' is larger than %d bytes, so it holds no JWT" % (path, TOKEN_FILE_LIMIT))
+    try:
+        token = token_of(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        token = None
+    if token is None:
+        raise SpecError("token_file", "'%s' holds no token: expected a JWT or the SLURM_JWT=... line of scontrol token"
+                        % path)
+    return token
+
+
 # ---------------------------------------------------------------- compiling the spec (pure)
 
 # srun options of $(LAUNCHER), each given when the spec sets its resource.
@@ -560,9 +595,11 @@ class SlurmClient(Backend):
     CONNECTION = dict(
         user=dict(type="str"),
         token=dict(type="str"),
+        token_file=dict(type="path"),
         api_version=dict(type="str", choices=VERSION_CHOICES),
     )
-    ENV = dict(url=("SLURM_URL",), user=("SLURM_USER",), token=("SLURM_JWT",))
+    ENV = dict(url=("SLURM_URL",), user=("SLURM_USER",), token=("SLURM_JWT",), token_file=("SLURM_JWT_FILE",))
+    EXCLUSIVE = (("token", "token_file"),)
     CREDENTIALS = ("user", "token")
     SECRETS = ("token",)
     CAPABILITIES = frozenset([
@@ -572,24 +609,29 @@ class SlurmClient(Backend):
 
     @classmethod
     def from_options(cls, get):
-        return cls(cls.require_url(get("url")), user=get("user"), token=get("token"),
+        cls.require_exclusive(get)
+        return cls(cls.require_url(get("url")), user=get("user"), token=get("token"), token_file=get("token_file"),
                    api_version=get("api_version"), **cls.transport_options(get))
 
     def __init__(self, url, user=None, token=None, api_version=None, validate_certs=True,
-                 ca_path=None, timeout=30.0, retries=3, transport=None):
+                 ca_path=None, timeout=30.0, retries=3, transport=None, token_file=None):
         if api_version and api_version not in KNOWN_VERSIONS:
             raise SpecError("api_version", "'%s' is not a Slurm REST version Bridge speaks; known: %s" % (
                 api_version, ", ".join(KNOWN_VERSIONS)))
-        headers = {"Accept": "application/json"}
-        if token:
-            headers["X-SLURM-USER-TOKEN"] = token
-        if user:
-            headers["X-SLURM-USER-NAME"] = user
+        if token and token_file:
+            raise SpecError("token_file", "token and token_file are mutually exclusive")
+        if token_file:
+            token = read_token_file(token_file)
+        self.token_file = token_file
         self.url = url.rstrip("/")
         self.user = user
         self.transport = transport or Transport(
-            self.url, MANAGER, headers=headers, secrets=[token], validate_certs=validate_certs,
+            self.url, MANAGER, headers={"Accept": "application/json"}, validate_certs=validate_certs,
             ca_path=ca_path, timeout=timeout, retries=retries)
+        if user:
+            self.transport.set_header(USER_HEADER, user)
+        self._token = None
+        self._use_token(token)
         self._api_version = api_version
         self.warnings = []
         self.cluster = None
@@ -599,6 +641,60 @@ class SlurmClient(Backend):
         self.lookup = None
 
     # -- plumbing
+
+    def _use_token(self, token):
+        """Send `token` from now on; it joins the secrets every message is scrubbed of."""
+        if token:
+            self.transport.add_secret(token)
+            self.transport.set_header(TOKEN_HEADER, token)
+        self._token = token
+
+    def _rotated(self, refused):
+        """After the token was refused (`refused`, an AuthFailed): True when token_file now holds
+        another token, which every later request carries. Otherwise `refused` is raised, saying
+        what the file held: the token was not rotated, so sending again would be refused again."""
+        if not self.token_file:
+            raise refused
+        try:
+            token = read_token_file(self.token_file)
+        except SpecError as exc:
+            note = "token_file could not be read again (%s)" % exc.reason.split(": ", 1)[-1]
+        else:
+            if token != self._token:
+                self._use_token(token)
+                return True
+            note = "token_file '%s' still holds the token that was refused" % self.token_file
+        raise AuthFailed("%s; %s" % (refused.reason, note), refused.verb, refused.obj, refused.ident, refused.manager,
+                         refused.url, refused.status)
+
+    def _exchange(self, method, path, verb, obj, ident=None, json=None, params=None, idempotent=None, created_key=None,
+                  unserved=False):
+        """The checked body of one request (None for a 304; with `unserved`, False for a 404).
+
+        A refused token is read again from token_file, and an idempotent request is sent once more
+        when the file holds another token now. A submit is not: submit() looks its identity up first.
+        """
+        if idempotent is None:
+            idempotent = method.upper() in IDEMPOTENT_METHODS
+        rotated = False
+        while True:
+            response = self.transport.request(method, path, params=params, json=json, idempotent=idempotent,
+                                              verb=verb, obj=obj, ident=ident)
+            if unserved and response.status_code == 404:
+                return False
+            try:
+                return self._check(response, verb, obj, ident, created_key)
+            except AuthFailed as exc:
+                if rotated:
+                    raise self._refused_again(exc)
+                if not idempotent:
+                    raise
+                rotated = self._rotated(exc)
+
+    @staticmethod
+    def _refused_again(refused):
+        return AuthFailed("%s; the token read again from token_file was refused too" % refused.reason, refused.verb,
+                          refused.obj, refused.ident, refused.manager, refused.url, refused.status)
 
     @property
     def api_version(self):
@@ -619,10 +715,9 @@ class SlurmClient(Backend):
         served = []
         for version in KNOWN_VERSIONS:
             path = "/slurm/%s/ping/" % version
-            response = self.transport.request("GET", path, verb="discover", obj="REST API")
-            if response.status_code == 404:
+            body = self._exchange("GET", path, "discover", "REST API", version, unserved=True)
+            if body is False:
                 continue
-            body = self._check(response, "discover", "REST API", version)
             decode(_pings, body, "GET " + path, MANAGER, self.url, "discover", "REST API", version)
             served.append(version)
             if stop_at_first:
@@ -641,9 +736,8 @@ class SlurmClient(Backend):
         """One request to slurmctld's paths (or with store="slurmdb" accounting's); `parse(body)` of
         its answer, where a body of another shape is MalformedResponse."""
         path = self._path(suffix, store)
-        response = self.transport.request(method, path, params=params, json=json,
-                                          idempotent=idempotent, verb=verb, obj=obj, ident=ident)
-        body = self._check(response, verb, obj, ident, created_key)
+        body = self._exchange(method, path, verb, obj, ident, json=json, params=params, idempotent=idempotent,
+                              created_key=created_key)
         if parse is None:
             return body
         return decode(parse, body, "%s %s" % (method, path), MANAGER, self.url, verb, obj, ident)
@@ -736,21 +830,41 @@ class SlurmClient(Backend):
         return compile_submit(with_launcher(self, spec), self.api_version)
 
     def submit(self, spec):
-        """Submit once; never retried. If no answer arrives, look the identity up before giving up."""
+        """Submit once; never retried blindly. If no answer arrives, look the identity up before
+        giving up. If the token is refused and token_file holds another one now, look the identity
+        up with that one and submit once more only when no job carries it."""
         body = self.render(spec)
         try:
-            job_id = self._call("POST", "job/submit", "submit", "job", spec["name"], json=body, idempotent=False,
-                                created_key="job_id", parse=_submitted_id)
+            job_id = self._post_submit(spec, body)
         except (ConnectionFailed, Timeout) as exc:
+            return self._found_after_lost_submit(spec, exc)
+        except AuthFailed as exc:
+            self._rotated(exc)
             existing = self.find(spec["identity"])
             if existing is not None:
                 return existing["job_id"]
-            raise type(exc)(exc.reason + "; the submission may not have reached Slurm and was not retried "
-                            "(no job with identity '%s' exists now)" % spec["identity"],
-                            exc.verb, exc.obj, exc.ident, exc.manager, exc.url, exc.status)
+            try:
+                job_id = self._post_submit(spec, body)
+            except (ConnectionFailed, Timeout) as lost:
+                return self._found_after_lost_submit(spec, lost)
+            except AuthFailed as again:
+                raise self._refused_again(again)
         if not job_id:
             raise MalformedResponse("slurmrestd answered without a job id", "submit", "job", spec["name"], MANAGER, self.url)
         return job_id
+
+    def _post_submit(self, spec, body):
+        return self._call("POST", "job/submit", "submit", "job", spec["name"], json=body, idempotent=False,
+                          created_key="job_id", parse=_submitted_id)
+
+    def _found_after_lost_submit(self, spec, exc):
+        """The id of the job a submit without an answer created, or `exc` saying none exists."""
+        existing = self.find(spec["identity"])
+        if existing is not None:
+            return existing["job_id"]
+        raise type(exc)(exc.reason + "; the submission may not have reached Slurm and was not retried "
+                        "(no job with identity '%s' exists now)" % spec["identity"],
+                        exc.verb, exc.obj, exc.ident, exc.manager, exc.url, exc.status)
 
     def get(self, job_id):
         """One job by id: slurmctld's, or accounting's once slurmctld has forgotten it (MinJobAge)."""

@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 from ansible.errors import AnsibleParserError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.utils.unsafe_proxy import wrap_var
@@ -92,6 +94,30 @@ class InventorySource(object):
     def _connection_option(self, source):
         """get(name) of a connection option for Backend.from_options: the source's values first."""
         return lambda name: source[name] if name in source else self._option(name)
+
+    def _backend_options(self, backend, source):
+        """_connection_option(source) for `backend`, whose EXCLUSIVE options (Slurm's token and
+        token_file) take their environment variables only when none of their group is set in the
+        source file: an option set there wins over another's variable (Backend.with_environment)."""
+        exclusive = backend.exclusive_names()
+        connection = self._connection_option(source)
+
+        def get(name):
+            if name in exclusive and name not in source and self._from_environment(name):
+                return None
+            return connection(name)
+        return backend.with_environment(get, os.environ)
+
+    def _from_environment(self, name):
+        """Whether option `name` got its value from an environment variable (its `env:` entry)."""
+        origin_of = getattr(self, "get_option_and_origin", None)
+        if origin_of is None:
+            return False
+        try:
+            origin = origin_of(name)[1]
+        except KeyError:
+            return False
+        return str(origin or "").startswith("env:")
 
     def _option(self, name):
         value = self.get_option(name)

@@ -387,6 +387,72 @@ def test_a_permanent_backend_error_is_reported_and_retried_only_at_the_cap(run):
     assert "ns/a" not in queue.forgotten and queue.rate_limiter.when("ns/a") == RETRY_BASE, "no backoff grew"
 
 
+def test_a_token_rotated_in_the_secret_reaches_the_next_poll_and_batch_and_nothing_is_submitted_twice():
+    """A token that expires while its jobs run: the polls fail until the Secret holds a new token,
+    then go on with it; each runner call reads the Secret once (no cache). A CR whose submit was
+    refused meanwhile waits for the retry cap, unless a runner call finds the Secret changed first."""
+    kube, backend, runner, queue, executor = setup(progression=("queued", "running", "running", "completed"))
+    accepted = {"secret-token"}
+    handed = []
+    answer = runner.run
+
+    def run(action, connection, credentials, **kwargs):
+        handed.append((action, credentials.get("token")))
+        if credentials.get("token") not in accepted:
+            return {"failed": True, "changed": False, "msg": "Failed to list jobs: authentication failed",
+                    "error": {"type": "AuthFailed", "kind": "auth", "temporary": False}}
+        return answer(action, connection, credentials, **kwargs)
+
+    runner.run = run
+    reads = []
+    read_secret = kube.read_secret
+    kube.read_secret = lambda namespace, name: reads.append(name) or read_secret(namespace, name)
+    for name in ("a", "b"):
+        kube.create(bridgejob(name))
+    settle(executor, queue)
+    executor.poll_due(now=2000.0)
+    assert {obj["status"]["phase"] for obj in kube.objects.values()} == {"Running"}
+
+    accepted = {"rotated-token"}          # the first token expired
+    executor.poll_due(now=3000.0)
+    for obj in kube.objects.values():
+        assert obj["status"]["phase"] == "Running", "a refused poll judges no job"
+        assert conditions(obj)["BackendReachable"]["reason"] == "AuthFailed"
+    kube.create(bridgejob("c"))           # its submit is refused too: it waits for the cap
+    settle(executor, queue)
+    assert kube.objects["ns/c"]["status"]["phase"] == "Pending" and ("ns/c", RETRY_CAP) in queue.later
+
+    kube.secrets["ns/creds"] = {"user": "u", "token": "rotated-token"}
+    executor.poll_due(now=4000.0)         # still tracked: polled at its interval, not at the retry cap
+    assert "ns/c" in queue.keys, "the poll found the Secret changed: the parked CR is planned now"
+    assert executor.stats["secret_change_retries"] == 1
+    settle(executor, queue)
+    executor.poll_due(now=5000.0)
+    executor.poll_due(now=6000.0)
+    executor.poll_due(now=7000.0)
+    for obj in kube.objects.values():
+        assert obj["status"]["phase"] == "Completed", obj["metadata"]["name"]
+        assert conditions(obj)["BackendReachable"]["status"] == "True"
+    assert handed[:6] == [("submit", "secret-token"), ("poll", "secret-token"), ("poll", "secret-token"),
+                          ("submit", "secret-token"), ("poll", "rotated-token"), ("submit", "rotated-token")]
+    assert set(handed[6:]) == {("poll", "rotated-token")}
+    assert [spec["identity"] for spec in backend.submits] == ["uid-a", "uid-b", "uid-c"]
+    assert len(reads) == len(handed) == executor.stats["secret_reads"], "one Secret read per runner call"
+    assert executor.stats["secret_change_retries"] == 1
+
+
+def test_a_secret_read_unchanged_plans_no_parked_cr_early():
+    kube, backend, runner, queue, executor = setup()
+    kube.create(bridgejob("a"))
+    runner.run = failing_module("AuthFailed", False)
+    settle(executor, queue)
+    assert ("ns/a", RETRY_CAP) in queue.later
+    kube.create(bridgejob("b"))
+    settle(executor, queue)
+    assert executor.stats["secret_reads"] == 2 and executor.stats["secret_change_retries"] == 0
+    assert [key for key, delay in queue.later if key == "ns/a"] == ["ns/a"], "a waits for the cap only"
+
+
 @pytest.mark.parametrize("kind, type_", [("unsupported", "Unsupported"), ("not_found", "NotFound"),
                                          ("rejected", "Rejected"), ("already_exists", "AlreadyExists")])
 def test_a_permanent_item_error_about_the_job_fails_the_cr_and_stops(kind, type_):

@@ -80,10 +80,11 @@ class FakeClient(SlurmClient):
     warnings_payload = []
 
     def __init__(self, url, user=None, token=None, api_version=None, validate_certs=True, ca_path=None,
-                 timeout=30.0, retries=3):
+                 timeout=30.0, retries=3, token_file=None):
         self.url = url
         self.user = user
         self.token = token
+        self.token_file = token_file
         self._api_version = api_version or "v0.0.38"
         self.cluster = None
         self.warnings = list(self.warnings_payload)
@@ -107,7 +108,7 @@ def fake_client(monkeypatch):
     monkeypatch.setattr(FakeClient, "nodes_payload", NODES)
     monkeypatch.setattr(FakeClient, "warnings_payload", [])
     monkeypatch.setattr(plugin_module, "SlurmClient", FakeClient)
-    for var in ("SLURM_URL", "SLURM_USER", "SLURM_JWT"):
+    for var in ("SLURM_URL", "SLURM_USER", "SLURM_JWT", "SLURM_JWT_FILE"):
         monkeypatch.delenv(var, raising=False)
     return FakeClient
 
@@ -384,15 +385,63 @@ def test_connection_options_and_env_fallbacks(tmp_path, monkeypatch, fake_client
     assert hostvars(inventory, "debug")["slurm_url"] == "http://env.test:6820"
 
 
+@pytest.mark.parametrize("in_file, environment, expected", [
+    ("token_file: /run/jwt\n", {"SLURM_JWT": "envtoken"}, (None, "/run/jwt")),
+    ("token: filetoken\n", {"SLURM_JWT_FILE": "/run/env-jwt"}, ("filetoken", None)),
+    ("", {"SLURM_JWT_FILE": "/run/env-jwt"}, (None, "/run/env-jwt")),
+    ("", {"SLURM_JWT": "envtoken"}, ("envtoken", None)),
+], ids=["file option over SLURM_JWT", "token over SLURM_JWT_FILE", "SLURM_JWT_FILE", "SLURM_JWT"])
+def test_token_or_token_file_set_in_the_file_wins_over_the_others_variable(
+        tmp_path, monkeypatch, fake_client, in_file, environment, expected):
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
+    path = tmp_path / "jwt.slurm.yml"
+    path.write_text("plugin: bridge.hpc.slurm\nurl: http://slurm.test:6820\napi_version: v0.0.38\n" + in_file)
+    make_plugin().parse(InventoryData(), DataLoader(), str(path))
+    client = fake_client.instances[-1]
+    assert (client.token, client.token_file) == expected
+
+
+def test_slurm_jwt_and_slurm_jwt_file_both_set_is_a_parser_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_JWT", "envtoken")
+    monkeypatch.setenv("SLURM_JWT_FILE", "/run/env-jwt")
+    path = tmp_path / "env.slurm.yml"
+    path.write_text("plugin: bridge.hpc.slurm\nurl: http://slurm.test:6820\n")
+    with pytest.raises(AnsibleParserError, match="SLURM_JWT and SLURM_JWT_FILE") as err:
+        make_plugin().parse(InventoryData(), DataLoader(), str(path))
+    assert "envtoken" not in str(err.value)
+
+
+def test_token_file_is_read_again_when_slurm_refuses_its_token(tmp_path, monkeypatch):
+    jwt = tmp_path / "jwt"
+    jwt.write_text("SLURM_JWT=old-token\n")
+    seen = []
+
+    def handler(request):
+        token = request.headers.get("x-slurm-user-token")
+        seen.append(token)
+        if token != "new-token":
+            jwt.write_text("new-token\n")   # rotated meanwhile
+            return httpx.Response(401, json={"errors": [{"error": "Authentication failure"}]})
+        case = "partitions" if request.url.path.endswith("/partitions/") else "nodes"
+        with open(os.path.join(FIXTURES, "v0.0.38", case + ".json")) as handle:
+            return httpx.Response(200, json=json.load(handle)["body"])
+
+    monkeypatch.setattr(plugin_module, "SlurmClient", real_client_answering(handler))
+    inventory = run(tmp_path, {"api_version": "v0.0.38", "token": None, "token_file": str(jwt)})
+    assert "debug" in inventory.hosts
+    assert seen[:2] == ["old-token", "new-token"] and set(seen[2:]) == {"new-token"}
+
+
 def real_client_answering(handler):
     """SlurmClient itself, its HTTP answered by handler: shows what the plugin makes of real errors."""
     class Answered(SlurmClient):
         def __init__(self, url, user=None, token=None, api_version=None, validate_certs=True, ca_path=None, timeout=30.0,
-                     retries=3):
-            headers = {"X-SLURM-USER-TOKEN": token, "X-SLURM-USER-NAME": user}
-            http = httpx.Client(base_url=url, headers=headers, transport=httpx.MockTransport(handler))
-            transport = Transport(url, "Slurm", secrets=[token], http_client=http, retries=retries, sleep=lambda s: None)
-            super(Answered, self).__init__(url, user=user, token=token, api_version=api_version, transport=transport)
+                     retries=3, token_file=None):
+            http = httpx.Client(base_url=url, transport=httpx.MockTransport(handler))
+            transport = Transport(url, "Slurm", http_client=http, retries=retries, sleep=lambda s: None)
+            super(Answered, self).__init__(url, user=user, token=token, api_version=api_version, transport=transport,
+                                           token_file=token_file)
     return Answered
 
 
