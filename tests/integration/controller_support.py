@@ -5,10 +5,12 @@ No pytest and no conftest here: the benchmark imports this as a plain module.
 
 import os
 import socket
+import subprocess
 import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COLLECTIONS = os.path.join(REPO, ".run", "collections")
 sys.path.insert(0, os.path.join(REPO, "controller"))
 
 from bridge_controller.processes import descendants  # noqa: E402,F401 pylint: disable=wrong-import-position,unused-import
@@ -69,6 +71,32 @@ def slurm_backend(slurm):
     """spec.backend of a BridgeJob for that cluster, speaking its newest REST version."""
     return {"type": "slurm", "url": slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm"},
             "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]}
+
+
+def start_controller(kubeconfig, selector, work_dir, log, port):
+    """The controller as a process of this venv, on the BridgeJobs labelled `selector`, its runner
+    dirs under `work_dir`, its output to the open file `log`; batches after 0.3 s."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "controller"),
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    return subprocess.Popen(
+        [sys.executable, "-m", "bridge_controller.main", "--kubeconfig", kubeconfig, "--selector", selector,
+         "--playbook-dir", os.path.join(REPO, "playbooks"), "--work-dir", str(work_dir),
+         "--collections-path", COLLECTIONS, "--port", str(port), "--bind-address", "127.0.0.1", "--batch-window", "0.3"],
+        stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def release_labelled(api_client, selector):
+    """Drop the finalizer of every BridgeJob with labels `selector`, in any namespace: a deleted
+    namespace waits for its BridgeJobs' finalizers, which only a controller removes."""
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(api_client)
+    for item in custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, label_selector=selector)["items"]:
+        try:
+            custom.patch_namespaced_custom_object(GROUP, VERSION, item["metadata"]["namespace"], PLURAL,
+                                                  item["metadata"]["name"], {"metadata": {"finalizers": []}})
+        except client.exceptions.ApiException:
+            pass  # gone already
 
 
 def release_all(custom, namespace, delete=False):

@@ -30,6 +30,7 @@ import pytest
 
 from conftest import (COLLECTIONS, REPO, RUN, lsf_env, quantum_env, ray_env, require_kube_node, require_lsf, require_quantum,
                       require_ray, require_slurm, slurm_env)
+from controller_support import release_labelled, start_controller
 from test_controller_e2e import GROUP, PLURAL, VERSION, free_port, kube, wait_for  # noqa: F401 pylint: disable=unused-import
 from test_crd import manifests
 
@@ -41,36 +42,19 @@ Controller = collections.namedtuple("Controller", "api_client labels")
 @pytest.fixture(scope="module")
 def controller(kube, tmp_path_factory):
     env, api_client = kube
-    from kubernetes import client
-
     labels = {RUN_LABEL: uuid.uuid4().hex[:12]}
     tmp_path = tmp_path_factory.mktemp("controller")
     log_path = tmp_path / "controller.log"
-    controller_env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "controller"),
-                          PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "bridge_controller.main", "--kubeconfig", env["KUBECONFIG"],
-             "--selector", "%s=%s" % (RUN_LABEL, labels[RUN_LABEL]),
-             "--playbook-dir", os.path.join(REPO, "playbooks"), "--work-dir", str(tmp_path / "runner"),
-             "--collections-path", COLLECTIONS, "--port", str(free_port()),
-             "--bind-address", "127.0.0.1", "--batch-window", "0.3"],
-            stdout=log, stderr=subprocess.STDOUT, env=controller_env)
+        process = start_controller(env["KUBECONFIG"], "%s=%s" % (RUN_LABEL, labels[RUN_LABEL]), tmp_path / "runner", log,
+                                   free_port())
     try:
         yield Controller(api_client, labels)
     finally:
         process.send_signal(signal.SIGTERM)
         returncode = process.wait(timeout=120)
-        # A deleted namespace waits for its BridgeJobs' finalizers, which only the controller
-        # removes: release what is left so that nothing waits on a controller that is gone.
-        custom = client.CustomObjectsApi(api_client)
-        selector = "%s=%s" % (RUN_LABEL, labels[RUN_LABEL])
-        for item in custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, label_selector=selector)["items"]:
-            try:
-                custom.patch_namespaced_custom_object(GROUP, VERSION, item["metadata"]["namespace"], PLURAL,
-                                                      item["metadata"]["name"], {"metadata": {"finalizers": []}})
-            except client.exceptions.ApiException:
-                pass
+        # Nothing may wait on a controller that is gone.
+        release_labelled(api_client, "%s=%s" % (RUN_LABEL, labels[RUN_LABEL]))
     log = log_path.read_text()
     for secret in secrets():
         assert secret not in log

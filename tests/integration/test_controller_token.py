@@ -30,7 +30,8 @@ import pytest
 
 from conftest import COLLECTIONS, REPO, RUN, require_slurm, slurm_env
 from test_controller_backends import RUN_LABEL, Namespace, condition, phase_of
-from test_controller_e2e import GROUP, PLURAL, VERSION, free_port, kube, wait_for  # noqa: F401 pylint: disable=unused-import
+from controller_support import release_labelled, start_controller
+from test_controller_e2e import free_port, kube, wait_for  # noqa: F401 pylint: disable=unused-import
 
 LIFESPAN = 20          # seconds: the controller's start and the first submit fit well inside
 JOB_SECONDS = 45       # the jobs run across the expiry and the rotation
@@ -63,36 +64,19 @@ def metrics(port):
 @pytest.fixture(scope="module")
 def controller(kube, tmp_path_factory):
     env, api_client = kube
-    from kubernetes import client
-
     labels = {RUN_LABEL: uuid.uuid4().hex[:12]}
     tmp_path = tmp_path_factory.mktemp("controller-token")
     log_path = tmp_path / "controller.log"
     port = free_port()
     tokens = []
-    controller_env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "controller"),
-                          PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "bridge_controller.main", "--kubeconfig", env["KUBECONFIG"],
-             "--selector", "%s=%s" % (RUN_LABEL, labels[RUN_LABEL]),
-             "--playbook-dir", os.path.join(REPO, "playbooks"), "--work-dir", str(tmp_path / "runner"),
-             "--collections-path", COLLECTIONS, "--port", str(port),
-             "--bind-address", "127.0.0.1", "--batch-window", "0.3"],
-            stdout=log, stderr=subprocess.STDOUT, env=controller_env)
+        process = start_controller(env["KUBECONFIG"], "%s=%s" % (RUN_LABEL, labels[RUN_LABEL]), tmp_path / "runner", log, port)
     try:
         yield Controller(api_client, labels, port, tokens)
     finally:
         process.send_signal(signal.SIGTERM)
         returncode = process.wait(timeout=120)
-        custom = client.CustomObjectsApi(api_client)
-        selector = "%s=%s" % (RUN_LABEL, labels[RUN_LABEL])
-        for item in custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, label_selector=selector)["items"]:
-            try:
-                custom.patch_namespaced_custom_object(GROUP, VERSION, item["metadata"]["namespace"], PLURAL,
-                                                      item["metadata"]["name"], {"metadata": {"finalizers": []}})
-            except client.exceptions.ApiException:
-                pass
+        release_labelled(api_client, "%s=%s" % (RUN_LABEL, labels[RUN_LABEL]))
     log = log_path.read_text()
     for token in tokens:
         assert token not in log

@@ -80,3 +80,18 @@ class TokenSlurm:
 
     def tokens(self):
         return [token for _method, _what, token in self.sent]
+
+
+def token_file(directory, text):
+    """A token file holding `text`; the returned write(text) replaces it as a rotator does (a new
+    file, then a rename), and its `path` names it."""
+    path = directory / "slurm_jwt"
+
+    def write(new_text):
+        partial = directory / "slurm_jwt.new"
+        partial.write_text(new_text)
+        partial.replace(path)
+
+    write(text)
+    write.path = str(path)
+    return write

@@ -14,7 +14,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._transport import Trans
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient, read_token_file, token_of
 
 from fake_backend import FakeBackend
-from token_slurm import NEW, OLD, TokenSlurm
+from token_slurm import NEW, OLD, TokenSlurm, token_file
 
 VERSIONS = ("v0.0.38", "v0.0.42")
 SPEC = normalize_spec({"script": "#!/bin/bash\ntrue\n", "identity": "fixture-ok"})
@@ -30,17 +30,7 @@ def client(slurm, token_file=None, token=None):
 
 @pytest.fixture
 def jwt(tmp_path):
-    """A token file holding OLD; write(text) replaces it as a rotator does (new file, then rename)."""
-    path = tmp_path / "slurm_jwt"
-
-    def write(text):
-        partial = tmp_path / "slurm_jwt.new"
-        partial.write_text(text)
-        partial.replace(path)
-
-    write("SLURM_JWT=%s\n" % OLD)
-    write.path = str(path)
-    return write
+    return token_file(tmp_path, "SLURM_JWT=%s\n" % OLD)
 
 
 # ------------------------------------------------------------------ reading the file

@@ -14,7 +14,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._transport import Trans
 from ansible_collections.bridge.hpc.plugins.modules import job, slurm_job, slurm_job_info
 
 from module_runner import Fail, run
-from token_slurm import NEW, OLD, TokenSlurm
+from token_slurm import NEW, OLD, TokenSlurm, token_file
 
 SCRIPT = "#!/bin/bash\ntrue\n"
 URL = "http://slurm.test"
@@ -54,16 +54,7 @@ def hidden(monkeypatch):
 
 @pytest.fixture
 def jwt(tmp_path):
-    path = tmp_path / "slurm_jwt"
-
-    def write(text):
-        partial = tmp_path / "slurm_jwt.new"
-        partial.write_text(text)
-        partial.replace(path)
-
-    write("SLURM_JWT=%s\n" % OLD)
-    write.path = str(path)
-    return write
+    return token_file(tmp_path, "SLURM_JWT=%s\n" % OLD)
 
 
 def job_args(**extra):
