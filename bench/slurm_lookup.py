@@ -24,7 +24,7 @@ import uuid
 
 import httpx
 
-import common  # noqa: F401  (puts the collection on sys.path)
+from common import COLLECTIONS  # noqa: F401 pylint: disable=unused-import (it puts the collection on sys.path)
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_present  # noqa: E402
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec  # noqa: E402
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient, compile_submit  # noqa: E402
@@ -80,7 +80,7 @@ class Cluster(object):
 def p50_lookup(cluster, spec, accounting, rounds):
     """(p50 seconds, lookup path) of ensure_present finding `spec`'s job, a fresh client each time."""
     durations, paths = [], set()
-    for _ in range(rounds):
+    for _round in range(rounds):
         client = cluster.new_client(accounting)
         t0 = time.perf_counter()
         result = ensure_present(client, spec)

@@ -67,7 +67,7 @@ def start_case(version, accounting, tmp_path):
 def outcomes(tmp_path_factory):
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("the sandbox needs root and unshare")
-    for version in sorted(set(version for wave in WAVES for version, _ in wave)):
+    for version in sorted(set(case[0] for wave in WAVES for case in wave)):
         require_slurm(version)  # the chroot must exist: the sandbox has no network to build it
     tmp_path = tmp_path_factory.mktemp("min-job-age")
     results = {}
@@ -80,7 +80,7 @@ def outcomes(tmp_path_factory):
 
 def finish_case(process, run_dir, out):
     try:
-        output, _ = process.communicate(timeout=420)
+        output = process.communicate(timeout=420)[0]
     finally:
         if process.poll() is None:
             process.kill()

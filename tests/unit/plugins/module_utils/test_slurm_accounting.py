@@ -12,6 +12,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.slurm import CURRENT_RE
 
 from slurm_stub import Stub, live_job, recorded_job
 
+
 def test_a_recorded_finished_job_is_found_without_listing_the_queue():
     stub = Stub(live=[live_job(n, "other-%d" % n, "PENDING") for n in range(1, 100)],
                 recorded=[recorded_job(7, "wanted")])
