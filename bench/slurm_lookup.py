@@ -24,7 +24,8 @@ import uuid
 
 import httpx
 
-from common import COLLECTIONS  # noqa: F401 pylint: disable=unused-import (it puts the collection on sys.path)
+# common puts the collection on sys.path.
+import common  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_present  # noqa: E402
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec  # noqa: E402
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient, compile_submit  # noqa: E402
