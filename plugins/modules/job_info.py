@@ -15,6 +15,9 @@ description:
   - Reads the jobs carrying the given identities from one backend with a single list request,
     whatever their number, and returns them normalized like every Bridge job. This is how the
     BridgeJob controller polls every tracked job of a backend once per interval.
+  - On Slurm with accounting (slurmdbd), identities slurmctld does not know are then looked for in
+    accounting, with one more request per 50 of them, so that a job slurmctld forgot (C(MinJobAge)
+    after its end) is still found.
   - With O(handoff_pipe), the handed-over object may hold C(identities) and the backend's
     credentials (C(user) and C(token); C(user) and C(password) for LSF; C(api_key) and C(service_crn) for IBM Quantum; C(kubeconfig_content) for Kubernetes).
 author:

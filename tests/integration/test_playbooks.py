@@ -45,7 +45,8 @@ def batch_vars(backend, values):
         return {"backend": "lsf", "url": values["LSF_PAC_URL"], "user": values["LSF_USER"],
                 "password": values["LSF_PASSWORD"]}
     return {"backend": "slurm", "url": values["SLURM_URL"], "user": values["SLURM_USER"],
-            "token": values["SLURM_JWT"], "api_version": values["SLURM_API_VERSIONS"].split(",")[0]}
+            "token": values["SLURM_JWT"], "api_version": values["SLURM_API_VERSIONS"].split(",")[0],
+            "accounting": values.get("SLURM_ACCOUNTING") == "1"}
 
 
 def secret_of(values):
