@@ -67,7 +67,7 @@ services:
 	tools/s3.sh start
 
 integration: bootstrap services
-	BRIDGE_REQUIRE_SERVICES=1 pytest -q tests/integration
+	BRIDGE_REQUIRE_SERVICES=1 pytest -q --durations=25 tests/integration
 
 # The roles' scenarios (roles/*/molecule) against the same services.
 molecule: bootstrap services
