@@ -277,6 +277,13 @@ def normalize_job(native):
     }
 
 
+def ended_of(recorded, identities):
+    """The ended jobs of accounting's `recorded` that carry one of `identities` (only an ended job's
+    record has its comment, where the identity is)."""
+    wanted = set(identities)
+    return [job for job in recorded if job["terminal"] and job["identity"] in wanted]
+
+
 def normalize_accounting_job(native, api_version):
     """One job of Slurm's accounting (any REST version) in the shape of a live job, plus what only
     accounting knows (account, elapsed_seconds, cpu_seconds, max_rss_bytes; source "accounting")."""
@@ -936,10 +943,8 @@ class SlurmClient(Backend):
         is read from accounting, where there is one."""
         found = newest_by_identity(self.list(identities=identities), self.warnings)
         forgotten = [identity for identity in identities if identity not in found]
-        recorded = self._recorded(forgotten, None) if forgotten else None
-        wanted = set(forgotten)
-        found.update(newest_by_identity([job for job in recorded or [] if job["identity"] in wanted and job["terminal"]],
-                                        self.warnings))
+        if forgotten:
+            found.update(newest_by_identity(ended_of(self._recorded(forgotten, None) or [], forgotten), self.warnings))
         return found
 
     def _verified(self, recorded, identities):
@@ -947,7 +952,7 @@ class SlurmClient(Backend):
         comment accounting does not have yet) as slurmctld shows them, one GET each; with more
         than CURRENT_READS of those, none (the caller's list of the queue finds them)."""
         wanted = set(identities)
-        ended = [job for job in recorded if job["terminal"] and job["identity"] in wanted]
+        ended = ended_of(recorded, identities)
         unfinished = [job for job in recorded if not job["terminal"] or not job["identity"]]
         current = []
         if len(unfinished) <= CURRENT_READS:
@@ -970,17 +975,16 @@ class SlurmClient(Backend):
         since = now - LOOKUP_WINDOW_DAYS * 86400
         # Jobs run as the user a request acts for; narrowing by user only saves slurmdbd work.
         users = [self.user] if self.user else None
-        jobs = []
-        try:
+
+        def ask():
+            jobs = []
             for first in range(0, len(searchable), NAMES_PER_QUERY):
                 jobs += self.history(submitted_after=since, names=searchable[first:first + NAMES_PER_QUERY], users=users,
                                      now=now, steps=False)
-        except (AuthFailed, ConnectionFailed, Timeout):
-            raise
-        except BridgeError as exc:
-            if self._accounting is not None:
-                raise
-            self._unavailable(exc)
+            return jobs
+
+        jobs = self._first_answer(ask)
+        if jobs is None:
             return None
         bare = [job["job_id"] for job in jobs if job["terminal"] and not job_comment(job["native"])]
         if bare:
@@ -994,20 +998,26 @@ class SlurmClient(Backend):
     def accounting_available(self):
         """Whether slurmrestd answers /slurmdb (slurmdbd and its plugin); asked once per client."""
         if self._accounting is None:
-            try:
-                now = time.time()
-                self.history(submitted_after=now, names=[PROBE_NAME], now=now, steps=False)
-            except (AuthFailed, ConnectionFailed, Timeout):
-                raise
-            except BridgeError as exc:
-                self._unavailable(exc)
+            now = time.time()
+            self._first_answer(lambda: self.history(submitted_after=now, names=[PROBE_NAME], now=now, steps=False))
         return self._accounting
 
-    def _unavailable(self, exc):
-        """No accounting: slurmrestd has no /slurmdb paths (404) or slurmdbd does not answer."""
-        self._accounting = False
-        if not isinstance(exc, NotFound):
-            self.warnings.append("Slurm accounting did not answer (%s); Bridge read slurmctld's queue instead" % exc.reason)
+    def _first_answer(self, ask):
+        """ask()'s answer from accounting; None when the first question finds none there: slurmrestd
+        has no /slurmdb paths (404) or slurmdbd does not answer, and the client knows it from then
+        on. Credentials and the connection fail as they would for slurmctld."""
+        try:
+            return ask()
+        except (AuthFailed, ConnectionFailed, Timeout):
+            raise
+        except BridgeError as exc:
+            if self._accounting is not None:
+                raise
+            self._accounting = False
+            if not isinstance(exc, NotFound):
+                self.warnings.append("Slurm accounting did not answer (%s); Bridge read slurmctld's queue instead"
+                                     % exc.reason)
+            return None
 
     def history(self, start=None, end=None, submitted_after=None, names=None, users=None, accounts=None, partitions=None,
                 now=None, steps=True):
