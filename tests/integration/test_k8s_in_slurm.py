@@ -8,9 +8,11 @@ listening port, cgroup or container log link. Main's node stays Ready throughout
 import glob
 import json
 import os
+import shutil
 import signal
 import ssl
 import subprocess
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -20,7 +22,6 @@ import pytest
 from conftest import REPO, RUN, VENV_BIN, ansible_env, kube_node_env, read_env_file, require_slurm
 
 PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "k8s_in_slurm.yml")
-JOB_DIR = "/tmp/ksi-it"
 IMAGE_CACHE = os.path.expanduser("~/.cache/bridge/images")
 BUSYBOX = "localhost/bridge/busybox:latest"
 
@@ -41,18 +42,21 @@ def setting():
         pytest.skip("no pause and busybox image tars in %s: tools/kube-node.sh build" % IMAGE_CACHE)
     token = subprocess.run([os.path.join(REPO, "tools", "slurm-cluster.sh"), "token", "22.05", "root"], capture_output=True,
                            text=True, check=True, env=dict(os.environ, BRIDGE_RUN=RUN)).stdout.strip()
-    os.makedirs(JOB_DIR, exist_ok=True)
-    return {
+    # A job dir of this run's own: a fresh clone's Slurm numbers its jobs from 1 again, and the
+    # planting tests below must not meet ksi-<id> dirs that an earlier run left for the same ids.
+    job_dir = tempfile.mkdtemp(prefix="ksi-it-", dir="/tmp")
+    yield {
         "url": values["SLURM_URL"], "token": token,
         "vars": {
             "k8s_in_slurm_slurm_url": values["SLURM_URL"], "k8s_in_slurm_slurm_user": "root",
-            "k8s_in_slurm_slurm_token": token, "k8s_in_slurm_job_dir": JOB_DIR,
+            "k8s_in_slurm_slurm_token": token, "k8s_in_slurm_job_dir": job_dir,
             "k8s_in_slurm_bin_dir": kube_bin_dir(), "k8s_in_slurm_images": images,
             "k8s_in_slurm_wait_timeout": 300,
             # One of the test node's two CPUs: other suites' jobs share the partition.
             "k8s_in_slurm_cpus": 1,
         },
     }
+    shutil.rmtree(job_dir, ignore_errors=True)
 
 
 def run_role(setting, tmp_path, options=(), succeed=True, **extra):
@@ -337,9 +341,9 @@ def next_job_ids(setting, count):
     return [probe + n for n in range(1, count + 1)]
 
 
-def plant_earlier_cluster(job_id, pid_line):
+def plant_earlier_cluster(setting, job_id, pid_line):
     """A job dir as an earlier cluster with this job id left it: torn down, one daemon recorded."""
-    job_dir = os.path.join(JOB_DIR, "ksi-%d" % job_id)
+    job_dir = os.path.join(setting["vars"]["k8s_in_slurm_job_dir"], "ksi-%d" % job_id)
     os.makedirs(os.path.join(job_dir, "pids"))
     with open(os.path.join(job_dir, "torn-down"), "w") as handle:
         handle.write("earlier cluster\n")
@@ -356,7 +360,7 @@ def test_a_job_dir_left_by_an_earlier_cluster_is_moved_aside_and_this_one_torn_d
     planted = {}
     for job_id in next_job_ids(setting, 3):
         # A dead daemon: pid 1 with a start time it never had.
-        planted[job_id] = plant_earlier_cluster(job_id, "1 0")
+        planted[job_id] = plant_earlier_cluster(setting, job_id, "1 0")
     name = "reuse-%s" % uuid.uuid4().hex[:6]
     first, output = run_role(setting, tmp_path, k8s_in_slurm_name=name, k8s_in_slurm_time_limit=10,
                              k8s_in_slurm_manifests=[pod("hello", "reused dir")])
@@ -383,7 +387,7 @@ def test_a_job_dir_whose_daemon_still_runs_is_refused(setting, tmp_path):
     keeper = subprocess.Popen(["sleep", "600"])
     planted = {}
     try:
-        planted = {job_id: plant_earlier_cluster(job_id, "%d %s" % (keeper.pid, starttime(keeper.pid)))
+        planted = {job_id: plant_earlier_cluster(setting, job_id, "%d %s" % (keeper.pid, starttime(keeper.pid)))
                    for job_id in next_job_ids(setting, 3)}
         name = "busy-%s" % uuid.uuid4().hex[:6]
         _none, output = run_role(setting, tmp_path, succeed=False, k8s_in_slurm_name=name, k8s_in_slurm_time_limit=5,
