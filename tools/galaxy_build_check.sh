@@ -48,12 +48,15 @@ if [[ -n "$leaked" ]]; then
   exit 1
 fi
 
-# ansible-galaxy builds without the readme named in galaxy.yml; Galaxy rejects that.
+# ansible-galaxy builds without the readme named in galaxy.yml; Galaxy rejects that. Galaxy and
+# the Ansible package read a collection's changelog from changelogs/changelog.yaml.
 readme="$(sed -n 's/^readme:[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$REPO/galaxy.yml")"
-if [[ -z "$readme" ]] || ! grep -qxF "$readme" "$WORK/contents.txt"; then
-  echo "galaxy_build_check: readme '${readme:-<unset>}' from galaxy.yml is not in the artifact" >&2
-  exit 1
-fi
+for required in "${readme:-<the readme galaxy.yml does not name>}" changelogs/changelog.yaml; do
+  if ! grep -qxF "$required" "$WORK/contents.txt"; then
+    echo "galaxy_build_check: $required is not in the artifact" >&2
+    exit 1
+  fi
+done
 
 # ---------------------------------------------------------------- install
 # --no-deps: galaxy.yml's dependencies (ansible.posix) are on Galaxy, which is not reachable here;
