@@ -18,7 +18,7 @@ export ANSIBLE_LOCALHOST_WARNING := 0
 export ANSIBLE_INVENTORY_UNPARSED_WARNING := 0
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo hybrid test bootstrap unit sanity lint build-check services integration molecule bench bench-controller stop
+.PHONY: demo hybrid test bootstrap unit sanity lint docs build-check services integration molecule bench bench-controller stop
 
 demo: bootstrap
 	tools/slurm-cluster.sh start 22.05
@@ -38,7 +38,7 @@ hybrid: bootstrap
 	  if [[ -n $${BRIDGE_S3_ENDPOINT:-} ]]; then python tools/s3_bucket.py "$${HYBRID_S3_BUCKET:-bridge-hybrid}"; fi; \
 	  ansible-playbook -i localhost, -c local playbooks/hybrid.yml
 
-test: bootstrap unit sanity lint build-check services integration molecule
+test: bootstrap unit sanity lint docs build-check services integration molecule
 
 bootstrap:
 	tools/bootstrap.sh
@@ -51,6 +51,10 @@ sanity: bootstrap
 
 lint: bootstrap
 	ansible-lint --offline -q playbooks tests/integration/playbooks roles
+
+# The changelog checked and the plugin docs linted and built into .run/docs/html (index.html).
+docs: bootstrap
+	tools/docs.sh
 
 build-check: bootstrap
 	tools/galaxy_build_check.sh
