@@ -45,6 +45,7 @@ def setting():
     # A job dir of this run's own: a fresh clone's Slurm numbers its jobs from 1 again, and the
     # planting tests below must not meet ksi-<id> dirs that an earlier run left for the same ids.
     job_dir = tempfile.mkdtemp(prefix="ksi-it-", dir="/tmp")
+    os.chmod(job_dir, 0o755)  # the role's mode: its "Make the job dir" then changes nothing
     yield {
         "url": values["SLURM_URL"], "token": token,
         "vars": {
