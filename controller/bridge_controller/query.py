@@ -4,7 +4,7 @@ Pure functions. The expression is checked when the CR is planned, before anythin
 compiles, and every function it calls exists and is given as many arguments as it takes, which
 jmespath itself finds out only while searching, that is after the job ran. The collection's `query`
 option checks the same (module_utils/_query.py); the controller does not import the collection, so
-tests/unit/controller/test_query.py holds the two to one verdict.
+tests/unit/controller/test_result_query.py holds the two to one verdict.
 """
 
 import json

@@ -306,7 +306,7 @@ EDGE_VALUES = [
     (("environment",), {"DEBUG": 1}, ("spec.environment.DEBUG", "must be of type string")),
     (("environment",), {"_OK_1": "x"}, None),
     (("script",), "#!/bin/bash\n" + "#" * 262144, ("spec.script", "Too long")),
-    # Its JMESPath is the controller's to check (tests/unit/controller/test_query.py); the schema bounds its length.
+    # Its JMESPath is the controller's to check (tests/unit/controller/test_result_query.py); the schema bounds its length.
     (("resultQuery",), "{exit: exit_code, took: [start_time, end_time]}", None),
     (("resultQuery",), "jobs[", None),
     (("resultQuery",), "", ("spec.resultQuery", "should be at least 1 chars long")),
@@ -391,7 +391,8 @@ IMMUTABLE_CHANGES = [
     ("change-url", {"backend": {"url": "https://elsewhere.example.org"}}, "spec.backend"),
     ("turn-off-tls-checks", {"backend": {"validateCerts": False}}, "spec.backend"),
     ("add-backend-options", {"backendOptions": {"slurm": {"exclusive": "user"}}}, "spec.backendOptions"),
-    ("add-result-query", {"resultQuery": "exit_code"}, "spec.resultQuery"),
+    ("change-result-query", {"resultQuery": "exit_code"}, "spec.resultQuery"),
+    ("remove-result-query", {"resultQuery": None}, "spec.resultQuery"),
 ]
 
 
