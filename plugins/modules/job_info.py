@@ -101,7 +101,9 @@ requests:
   type: int
   sample: 1
 query_result:
-  description: What O(query) selects from the result this module would return without it (the sample is what V(jobs.*.phase) selects); null when it selects nothing.
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(jobs.*.phase) selects); null when it selects nothing.
   returned: when query is set
   type: raw
   sample: ["running", "completed"]

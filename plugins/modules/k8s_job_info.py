@@ -96,7 +96,9 @@ log:
   type: str
   sample: "hello from train-1a2b3c4d5e6f-x7k2p\n"
 query_result:
-  description: What O(query) selects from the result this module would return without it (the sample is what V(job.exit_code) selects); null when it selects nothing.
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(job.exit_code) selects); null when it selects nothing.
   returned: when query is set
   type: raw
   sample: 0

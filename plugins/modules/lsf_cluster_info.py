@@ -74,7 +74,9 @@ hosts:
   sample: [{"name": "node1", "status": "ok", "usable": true, "ncpus": 4, "max_memory_mb": 7680, "model": "X86_64",
             "type": "LINUX64"}]
 query_result:
-  description: What O(query) selects from the result this module would return without it (the sample is what V(queues[?status=='Open:Active'].name) selects); null when it selects nothing.
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(queues[?status=='Open:Active'].name) selects); null when it selects nothing.
   returned: when query is set
   type: raw
   sample: ["normal", "short"]

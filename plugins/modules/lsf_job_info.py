@@ -86,7 +86,9 @@ job:
   type: dict
   sample: {"job_id": "1234", "phase": "completed", "exit_code": 0}
 query_result:
-  description: What O(query) selects from the result this module would return without it (the sample is what V(jobs[?phase=='running'].job_id) selects); null when it selects nothing.
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(jobs[?phase=='running'].job_id) selects); null when it selects nothing.
   returned: when query is set
   type: raw
   sample: ["1042", "1043"]

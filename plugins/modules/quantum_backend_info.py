@@ -95,7 +95,9 @@ usage:
   type: dict
   sample: {"limit_reached": false, "limit_seconds": 600, "consumed_seconds": 42, "remaining_seconds": 558}
 query_result:
-  description: What O(query) selects from the result this module would return without it (the sample is what V(devices[?operational].name) selects); null when it selects nothing.
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(devices[?operational].name) selects); null when it selects nothing.
   returned: when query is set
   type: raw
   sample: ["ibm_kingston", "ibm_torino"]

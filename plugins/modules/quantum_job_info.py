@@ -153,7 +153,9 @@ job:
                "quantum_seconds": 2, "usage_status": "done"}
   sample: {"job_id": "d6147q3traac73bef6f0", "phase": "completed", "results": {"format": "json", "pubs": []}}
 query_result:
-  description: What O(query) selects from the result this module would return without it (the sample is what V(job.results.pubs[0].data.meas.counts) selects); null when it selects nothing.
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(job.results.pubs[0].data.meas.counts) selects); null when it selects nothing.
   returned: when query is set
   type: raw
   sample: {"00": 489, "11": 511}

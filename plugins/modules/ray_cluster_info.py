@@ -71,7 +71,9 @@ nodes:
   elements: dict
   sample: [{"name": "10.0.0.5", "head": true, "state": "alive", "cpus": 2, "gpus": 0}]
 query_result:
-  description: What O(query) selects from the result this module would return without it (the sample is what V(nodes[].name) selects); null when it selects nothing.
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(nodes[].name) selects); null when it selects nothing.
   returned: when query is set
   type: raw
   sample: ["10.0.0.5"]

@@ -104,7 +104,9 @@ log:
   type: str
   sample: "hello\n42\n"
 query_result:
-  description: What O(query) selects from the result this module would return without it (the sample is what V(job.phase) selects); null when it selects nothing.
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(job.phase) selects); null when it selects nothing.
   returned: when query is set
   type: raw
   sample: "completed"

@@ -91,7 +91,9 @@ nodes:
   elements: dict
   sample: [{"name": "node1", "state": "idle", "cpus": 2, "free_cpus": 2, "memory_mb": 4000, "gpus": 0}]
 query_result:
-  description: What O(query) selects from the result this module would return without it (the sample is what V(partitions[?default].name | [0]) selects); null when it selects nothing.
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(partitions[?default].name | [0]) selects); null when it selects nothing.
   returned: when query is set
   type: raw
   sample: "debug"

@@ -163,7 +163,9 @@ api_version:
   type: str
   sample: v0.0.42
 query_result:
-  description: What O(query) selects from the result this module would return without it (the sample is what V(jobs[?phase=='running'].job_id) selects); null when it selects nothing.
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(jobs[?phase=='running'].job_id) selects); null when it selects nothing.
   returned: when query is set
   type: raw
   sample: ["41", "42"]
