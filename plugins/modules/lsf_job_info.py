@@ -88,10 +88,10 @@ job:
 query_result:
   description: >-
     What O(query) selects from the result this module would return without it
-    (the sample is what V(jobs[?phase=='running'].job_id) selects); null when it selects nothing.
+    (the sample is what V(jobs[?queue=='short'].{id: job_id, phase: phase}) selects); null when it selects nothing.
   returned: when query is set
   type: raw
-  sample: ["1042", "1043"]
+  sample: [{"id": "1042", "phase": "running"}]
 """
 
 from ansible.module_utils.basic import AnsibleModule
