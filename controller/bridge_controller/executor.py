@@ -27,7 +27,7 @@ from bridge_controller import results
 from bridge_controller.batches import Batches
 from bridge_controller.plan import FINALIZER, plan
 from bridge_controller.resolver import Resolver
-from bridge_controller.spec import backend_key, backend_of, identity_of, job_params, key_of, poll_interval
+from bridge_controller.spec import backend_key, backend_of, identity_of, job_params, key_of, poll_interval, refusal
 from bridge_controller.writer import Writer
 
 LOG = logging.getLogger(__name__)
@@ -113,6 +113,10 @@ class Executor:
         group = backend_key(obj)
         if actions == ("add_finalizer",):
             self.writer.set_finalizers(obj, (obj["metadata"].get("finalizers") or []) + [FINALIZER])
+        elif actions == ("refuse",):
+            self._count("refusals")
+            why = refusal(obj)
+            self._apply("refuse", key, obj, results.refused(why, why))
         elif actions == ("remove_finalizer",):
             self._release(obj)
         elif "cancel" in actions:

@@ -6,10 +6,12 @@ controller killed between a submit and the status write neither submits again no
 job. Reads of many jobs and submits of many CRs are batched per backend by the caller.
 """
 
+from bridge_controller.spec import refusal
 from bridge_controller.status import TERMINAL
 
 FINALIZER = "bridge.dev/cancel-job"
 
+# refuse          fail a CR whose spec the CRD's schema cannot check (refusal) before it is submitted
 # add_finalizer   put the finalizer on before any side effect
 # submit          make sure a job with this identity exists (batched per backend)
 # poll            read the job (one list request per backend for all CRs due)
@@ -30,10 +32,12 @@ def plan(obj):
         if terminal:
             return ("remove_finalizer",)               # deleted after its job finished
         return ("cancel", "remove_finalizer")          # its job may be queued or running
+    if terminal:
+        return ()                                      # a finished job has nothing left to clean up
+    if not status.get("jobId") and refusal(obj):
+        return ("refuse",)                             # no side effect, so no finalizer
     if not has_finalizer:
         return ("add_finalizer",)
-    if terminal:
-        return ()
     if spec.get("cancel"):
         return ("cancel",)
     if not status.get("jobId"):

@@ -56,14 +56,19 @@ def unreachable(error, message=None):
     return Outcome(observed, TEMPORARY if is_temporary(error) else PERMANENT)
 
 
+def refused(reason, message, **observed):
+    """The job itself was refused, by its backend or the controller (spec.refusal): Failed, for good."""
+    job = {"phase": "failed", "failure_class": "rejected", "reason": reason}
+    return Outcome(dict(observed, job=job, message=message), REFUSED)
+
+
 def item_outcome(action, item):
     """One item of bridge.hpc.jobs's `results` (a submit or cancel of one CR)."""
     error = item.get("error") or {}
     if item.get("failed"):
         if is_temporary(error) or error.get("kind") not in JOB_REFUSALS:
             return unreachable(error, item.get("msg"))
-        refused = {"phase": "failed", "failure_class": "rejected", "reason": error.get("reason")}
-        return Outcome({"job": refused, "reachable": True, "message": item.get("msg")}, REFUSED)
+        return refused(error.get("reason"), item.get("msg"), reachable=True)
     job = item.get("job")
     if action == "cancel" and job is None:
         job = {"phase": "cancelled", "failure_class": "cancelled", "reason": "never submitted"}

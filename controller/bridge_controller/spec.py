@@ -5,6 +5,8 @@ Pure functions: the executor and the resolver derive from here what a CR asks fo
 
 import re
 
+from bridge_controller import query
+
 TOP_LEVEL = {
     "name": "name",
     "environment": "environment",
@@ -82,6 +84,13 @@ def backend_key(obj):
     ca = backend["ca"] or {}
     return (backend["namespace"], backend["type"], backend["url"], backend["secret"], backend["api_version"],
             backend["iam_url"], backend["validate_certs"], ca.get("name"), ca.get("key"), backend["job_namespace"])
+
+
+def refusal(obj):
+    """Why the CR is refused before anything is submitted, for what its schema cannot check (a
+    resultQuery's JMESPath); None when it is not."""
+    expression = (obj.get("spec") or {}).get("resultQuery")
+    return None if expression is None else query.refusal(expression)
 
 
 def poll_interval(obj):

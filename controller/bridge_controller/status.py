@@ -7,6 +7,8 @@ and a terminal phase is never left.
 
 import datetime
 
+from bridge_controller import query
+
 PHASE_BY_JOB_PHASE = {
     "queued": "Queued",
     "running": "Running",
@@ -15,7 +17,7 @@ PHASE_BY_JOB_PHASE = {
     "cancelled": "Cancelled",
 }
 TERMINAL = ("Completed", "Failed", "Cancelled")
-CONDITION_TYPES = ("Submitted", "Running", "Succeeded", "Failed", "Cancelled", "BackendReachable")
+CONDITION_TYPES = ("Submitted", "Running", "Succeeded", "Failed", "Cancelled", "BackendReachable", "ResultSelected")
 JOB_FIELDS = {
     "job_id": "jobId",
     "native_state": "nativeState",
@@ -73,17 +75,19 @@ def overtaken(phase, job):
 
 
 def desired_status(current, generation, job=None, reachable=None, message=None, submitted=False,
-                   backend_error=None, waiting=None, now=None):
+                   backend_error=None, waiting=None, now=None, result_query=None):
     """The status a CR should have after what was just observed.
 
     `job` is the normalized job (None when not read this time), `reachable` whether the backend
     answered (None when it was not asked), `submitted` whether a job id is known, `waiting` a
-    (reason, message) of why a job that is not submitted cannot be yet.
+    (reason, message) of why a job that is not submitted cannot be yet, `result_query` the CR's
+    spec.resultQuery, applied to a job seen finished.
     """
     now = now or now_rfc3339()
     status = dict(current or {})
     status.pop("conditions", None)
-    if job is not None and not overtaken(status.get("phase"), job):
+    applied = job is not None and not overtaken(status.get("phase"), job)
+    if applied:
         status.update(job_status(job))
     status.setdefault("phase", "Pending")
     status["observedGeneration"] = generation
@@ -109,6 +113,10 @@ def desired_status(current, generation, job=None, reachable=None, message=None, 
         conditions = set_condition(conditions, "BackendReachable", reachable,
                                    "Reachable" if reachable else (backend_error or {}).get("type", "Unreachable"),
                                    "" if reachable else (backend_error or {}).get("message", ""), now, generation)
+    # A job refused or cancelled before it was submitted has no result to select from.
+    if applied and result_query is not None and phase in TERMINAL and status.get("jobId"):
+        status["result"], (selected, reason, why) = query.selected(result_query, job)
+        conditions = set_condition(conditions, "ResultSelected", selected, reason, why, now, generation)
     status["conditions"] = conditions
     # A merge patch deletes the fields it sets to null, so a stored status never holds nulls;
     # keeping them here would make every later comparison differ and rewrite every CR each poll.

@@ -67,7 +67,8 @@ class Writer:
 
     def _write_status(self, obj, observed):
         meta = obj["metadata"]
-        desired = desired_status(obj.get("status"), meta.get("generation"), **observed)
+        desired = desired_status(obj.get("status"), meta.get("generation"),
+                                 result_query=(obj.get("spec") or {}).get("resultQuery"), **observed)
         patch = status_patch(obj.get("status"), desired)
         if patch is None:
             self.count("status_noops")

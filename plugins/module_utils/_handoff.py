@@ -20,7 +20,7 @@ import os
 import select
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, SpecError
-from ansible_collections.bridge.hpc.plugins.module_utils._module import fail_on_bridge_error
+from ansible_collections.bridge.hpc.plugins.module_utils._module import check_query, fail_on_bridge_error, with_query
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 
 HANDOFF_OPTIONS = dict(
@@ -107,10 +107,14 @@ def merge_document(module, document, work, field, what):
 
 
 def handoff_or_exit(module, work, idle_result):
-    """take_handoff for a module's main: a bad document fails the task; none at all ends it idle."""
+    """take_handoff for a module's main: a bad document (or `query`, before the wait) fails the task;
+    none at all ends it idle."""
     try:
-        handed = take_handoff(module, work)
+        check_query(module)
+        if take_handoff(module, work):
+            return
+        idle = with_query(module, dict(idle_result, changed=False, msg="nothing was handed over within handoff_timeout"))
     except BridgeError as exc:
         fail_on_bridge_error(module, exc)
-    if not handed:
-        module.exit_json(changed=False, msg="nothing was handed over within handoff_timeout", **idle_result)
+    else:
+        module.exit_json(**idle)

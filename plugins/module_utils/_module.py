@@ -19,6 +19,13 @@ from ansible.module_utils.basic import env_fallback, missing_required_lib
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import PHASES
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_absent, ensure_present
+from ansible_collections.bridge.hpc.plugins.module_utils._query import (
+    HAS_JMESPATH,
+    JMESPATH_IMPORT_ERROR,
+    QUERY_OPTIONS,
+    compile_query,
+    narrowed,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import JOB_SPEC_OPTIONS, normalize_spec
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import HAS_HTTPX, HTTPX_IMPORT_ERROR
@@ -80,6 +87,7 @@ def job_info_module_args(connection, **extra_options):
     """AnsibleModule arguments of a module that reads one job (job_id or identity) or filters the list."""
     options = copy.deepcopy(connection)
     options.update(copy.deepcopy(JOB_INFO_OPTIONS))
+    options.update(copy.deepcopy(QUERY_OPTIONS))
     options.update(extra_options)
     return dict(argument_spec=options, mutually_exclusive=[("job_id", "identity")], supports_check_mode=True)
 
@@ -87,6 +95,22 @@ def job_info_module_args(connection, **extra_options):
 def require_httpx(module):
     if not HAS_HTTPX:
         module.fail_json(msg=missing_required_lib("httpx"), exception=HTTPX_IMPORT_ERROR)
+
+
+def check_query(module):
+    """Refuse a bad `query` (QUERY_OPTIONS) before anything is contacted; jmespath is needed only with one."""
+    if module.params.get("query") is None:
+        return
+    if not HAS_JMESPATH:
+        module.fail_json(msg=missing_required_lib("jmespath"), exception=JMESPATH_IMPORT_ERROR)
+    compile_query(module.params["query"])
+
+
+def with_query(module, result):
+    """`result`, or with a `query` only `changed` and the `query_result` it selects (a small registered variable)."""
+    if module.params.get("query") is None:
+        return result
+    return narrowed(module.params["query"], result)
 
 
 def chosen_backend(params):
@@ -178,7 +202,7 @@ def exit_with(module, client, result):
         module.warn(warning)
     if result.pop("failed", False):
         module.fail_json(**result)
-    module.exit_json(**result)
+    module.exit_json(**with_query(module, result))
 
 
 def fail_on_bridge_error(module, exc):
@@ -191,6 +215,7 @@ def main_for(module, build_client, body):
     require_httpx(module)
     client = None
     try:
+        check_query(module)
         client = build_client(module.params)
         body(module, client)
     except BridgeError as exc:

@@ -25,6 +25,7 @@ author:
 extends_documentation_fragment:
   - bridge.hpc.connection
   - bridge.hpc.handoff
+  - bridge.hpc.query
 options:
   backend:
     description:
@@ -85,20 +86,27 @@ EXAMPLES = r"""
 RETURN = r"""
 jobs:
   description: The jobs found, by identity, normalized; with O(results_summary=true), a finished job's C(results_summary).
-  returned: always
+  returned: when query is not set
   type: dict
   sample: {"sweep-lr-0.1": {"job_id": "41", "phase": "running"}}
 missing:
   description: Identities without a job on the backend (never submitted, or forgotten).
-  returned: always
+  returned: when query is not set
   type: list
   elements: str
   sample: [sweep-lr-0.01]
 requests:
   description: HTTP requests this read took.
-  returned: always
+  returned: when query is not set
   type: int
   sample: 1
+query_result:
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(jobs.*.phase) selects); null when it selects nothing.
+  returned: when query is set
+  type: raw
+  sample: ["running", "completed"]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -113,6 +121,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     main_for,
     without_native,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._query import QUERY_OPTIONS
 
 
 def add_results_summary(client, job):
@@ -147,6 +156,7 @@ def main():
         results_summary=dict(type="bool", default=False),
     )
     options.update(HANDOFF_OPTIONS)
+    options.update(QUERY_OPTIONS)
     module = AnsibleModule(argument_spec=options, supports_check_mode=True, required_one_of=[("identities", "handoff_pipe")],
                            mutually_exclusive=[("identities", "handoff_pipe")])
     handoff_or_exit(module, {"identities": list}, idle_result={"jobs": {}, "missing": [], "requests": 0})

@@ -19,6 +19,7 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.kubernetes
+  - bridge.hpc.query
 options:
   job_id:
     description:
@@ -80,20 +81,27 @@ EXAMPLES = r"""
 RETURN = r"""
 jobs:
   description: The jobs found, normalized (see M(bridge.hpc.k8s_job) for the fields).
-  returned: always
+  returned: when query is not set
   type: list
   elements: dict
   sample: [{"job_id": "train-1a2b3c4d5e6f", "name": "train", "phase": "running", "nodes": "node-1"}]
 job:
   description: The one job asked for with O(job_id) or O(identity); null when the identity is not found.
-  returned: when job_id or identity is given
+  returned: when job_id or identity is given and query is not set
   type: dict
   sample: {"job_id": "train-1a2b3c4d5e6f", "phase": "completed", "exit_code": 0}
 log:
   description: The output (stdout and stderr) of the job's newest Pod; empty while its container has not started.
-  returned: when logs is true and the job exists
+  returned: when logs is true and the job exists and query is not set
   type: str
   sample: "hello from train-1a2b3c4d5e6f-x7k2p\n"
+query_result:
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(job.exit_code) selects); null when it selects nothing.
+  returned: when query is set
+  type: raw
+  sample: 0
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -18,6 +18,7 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.lsf
+  - bridge.hpc.query
 options:
   gather:
     description:
@@ -59,7 +60,7 @@ queues:
   description: >-
     Queues with their status (C(Open:Active), C(Closed:Inact), ...), whether they take new jobs
     (C(open)) and dispatch them (C(active)), and their limits in minutes, MB and slots (null when unlimited).
-  returned: when gather includes queues
+  returned: when gather includes queues and query is not set
   type: list
   elements: dict
   sample: [{"name": "short", "status": "Open:Active", "open": true, "active": true, "priority": 40, "max_slots": 2,
@@ -67,11 +68,18 @@ queues:
             "description": "Short jobs"}]
 hosts:
   description: Hosts with their status, CPUs and memory.
-  returned: when gather includes hosts
+  returned: when gather includes hosts and query is not set
   type: list
   elements: dict
   sample: [{"name": "node1", "status": "ok", "usable": true, "ncpus": 4, "max_memory_mb": 7680, "model": "X86_64",
             "type": "LINUX64"}]
+query_result:
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(queues[?status=='Open:Active'].name) selects); null when it selects nothing.
+  returned: when query is set
+  type: raw
+  sample: ["normal", "short"]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -83,6 +91,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     main_for,
     without_native,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._query import QUERY_OPTIONS
 
 
 def read_cluster(module, client):
@@ -102,6 +111,7 @@ def main():
         gather=dict(type="list", elements="str", choices=["queues", "hosts"], default=["queues", "hosts"]),
         include_native=dict(type="bool", default=False),
     )
+    options.update(QUERY_OPTIONS)
     module = AnsibleModule(argument_spec=options, supports_check_mode=True)
     main_for(module, client_of("lsf"), read_cluster)
 

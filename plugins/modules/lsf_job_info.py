@@ -20,6 +20,7 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.lsf
+  - bridge.hpc.query
 options:
   job_id:
     description:
@@ -75,15 +76,22 @@ EXAMPLES = r"""
 RETURN = r"""
 jobs:
   description: The jobs found, normalized (see M(bridge.hpc.lsf_job) for the fields).
-  returned: always
+  returned: when query is not set
   type: list
   elements: dict
   sample: [{"job_id": "1234", "name": "hello", "phase": "running", "queue": "normal"}]
 job:
   description: The one job asked for with O(job_id) or O(identity); null when the identity is not found.
-  returned: when job_id or identity is given
+  returned: when job_id or identity is given and query is not set
   type: dict
   sample: {"job_id": "1234", "phase": "completed", "exit_code": 0}
+query_result:
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(jobs[?queue=='short'].{id: job_id, phase: phase}) selects); null when it selects nothing.
+  returned: when query is set
+  type: raw
+  sample: [{"id": "1042", "phase": "running"}]
 """
 
 from ansible.module_utils.basic import AnsibleModule

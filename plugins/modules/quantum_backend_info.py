@@ -21,6 +21,7 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.quantum
+  - bridge.hpc.query
 options:
   devices:
     description:
@@ -79,7 +80,7 @@ devices:
     C(status_message), C(pending_jobs) and C(version); with configuration, C(basis_gates),
     C(max_shots), C(max_experiments) (and C(qubits) and the processor type where the list has none);
     with properties, C(properties).
-  returned: always
+  returned: when query is not set
   type: list
   elements: dict
   sample: [{"name": "ibm_kingston", "status": "online", "qubits": 156, "queue_length": 3, "processor_type": "Heron r2",
@@ -90,9 +91,16 @@ usage:
   description: >-
     The instance's usage (C(GET /instances/usage)): whether it reached its limit, the limit, the seconds
     consumed and remaining (null where the service does not say).
-  returned: when gather includes usage
+  returned: when gather includes usage and query is not set
   type: dict
   sample: {"limit_reached": false, "limit_seconds": 600, "consumed_seconds": 42, "remaining_seconds": 558}
+query_result:
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(devices[?operational].name) selects); null when it selects nothing.
+  returned: when query is set
+  type: raw
+  sample: ["ibm_kingston", "ibm_torino"]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -104,6 +112,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     main_for,
     without_native,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._query import QUERY_OPTIONS
 
 
 def read_devices(module, client):
@@ -125,6 +134,7 @@ def main():
                     default=["status", "configuration", "usage"]),
         include_native=dict(type="bool", default=False),
     )
+    options.update(QUERY_OPTIONS)
     module = AnsibleModule(argument_spec=options, supports_check_mode=True)
     main_for(module, client_of("quantum"), read_devices)
 

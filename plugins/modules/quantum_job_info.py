@@ -26,6 +26,7 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.quantum
+  - bridge.hpc.query
 options:
   job_id:
     description:
@@ -120,13 +121,13 @@ EXAMPLES = r"""
 RETURN = r"""
 jobs:
   description: The jobs found, normalized (see M(bridge.hpc.quantum_job) for the fields), with C(results), C(log) and C(metrics) when asked for.
-  returned: always
+  returned: when query is not set
   type: list
   elements: dict
   sample: [{"job_id": "d6147q3traac73bef6f0", "phase": "completed", "device": "ibm_kingston", "primitive": "sampler"}]
 job:
   description: The one job asked for with O(job_id) or O(identity); null when the identity is not found.
-  returned: when job_id or identity is given
+  returned: when job_id or identity is given and query is not set
   type: dict
   contains:
     results:
@@ -151,6 +152,13 @@ job:
       sample: {"created": "2026-12-01T10:00:00Z", "running": "2026-12-01T10:00:05Z", "finished": "2026-12-01T10:00:09Z",
                "quantum_seconds": 2, "usage_status": "done"}
   sample: {"job_id": "d6147q3traac73bef6f0", "phase": "completed", "results": {"format": "json", "pubs": []}}
+query_result:
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(job.results.pubs[0].data.meas.counts) selects); null when it selects nothing.
+  returned: when query is set
+  type: raw
+  sample: {"00": 489, "11": 511}
 """
 
 from ansible.module_utils.basic import AnsibleModule

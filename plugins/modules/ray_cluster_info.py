@@ -18,6 +18,7 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.ray
+  - bridge.hpc.query
 options:
   gather:
     description:
@@ -55,20 +56,27 @@ EXAMPLES = r"""
 RETURN = r"""
 version:
   description: What C(/api/version) reports.
-  returned: when gather includes version
+  returned: when gather includes version and query is not set
   type: dict
   sample: {"version": "5", "ray_version": "2.60.0"}
 resources:
   description: Used and total amount per resource, cluster-wide.
-  returned: when gather includes resources
+  returned: when gather includes resources and query is not set
   type: dict
   sample: {"CPU": {"used": 1.0, "total": 2.0}, "memory": {"used": 0, "total": 4000000000}}
 nodes:
   description: Nodes, normalized.
-  returned: when gather includes nodes
+  returned: when gather includes nodes and query is not set
   type: list
   elements: dict
   sample: [{"name": "10.0.0.5", "head": true, "state": "alive", "cpus": 2, "gpus": 0}]
+query_result:
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(nodes[].name) selects); null when it selects nothing.
+  returned: when query is set
+  type: raw
+  sample: ["10.0.0.5"]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -80,6 +88,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     main_for,
     without_native,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._query import QUERY_OPTIONS
 
 
 def read_cluster(module, client):
@@ -102,6 +111,7 @@ def main():
                     default=["version", "resources", "nodes"]),
         include_native=dict(type="bool", default=False),
     )
+    options.update(QUERY_OPTIONS)
     module = AnsibleModule(argument_spec=options, supports_check_mode=True)
     main_for(module, client_of("ray"), read_cluster)
 

@@ -19,6 +19,7 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.ray
+  - bridge.hpc.query
 options:
   job_id:
     description:
@@ -73,25 +74,42 @@ EXAMPLES = r"""
   bridge.hpc.ray_job_info:
     phases: [failed]
   register: failed
+
+- name: Phase and exit code of one job, nothing else
+  bridge.hpc.ray_job_info:
+    identity: "train-{{ run_id }}"
+    query: "job.{phase: phase, exit_code: exit_code}"
+  register: train_state
+
+- name: Go on only when it completed
+  ansible.builtin.assert:
+    that: train_state.query_result.phase == 'completed'
 """
 
 RETURN = r"""
 jobs:
   description: The jobs found, normalized (see M(bridge.hpc.ray_job)).
-  returned: always
+  returned: when query is not set
   type: list
   elements: dict
   sample: [{"job_id": "train-42", "phase": "running"}]
 job:
   description: The one job asked for; null when the identity is not found.
-  returned: when job_id or identity is given
+  returned: when job_id or identity is given and query is not set
   type: dict
   sample: {"job_id": "train-42", "phase": "completed", "exit_code": 0}
 log:
   description: The driver's stdout and stderr, tail-limited.
-  returned: when logs is true and the job exists
+  returned: when logs is true and the job exists and query is not set
   type: str
   sample: "hello\n42\n"
+query_result:
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(job.phase) selects); null when it selects nothing.
+  returned: when query is set
+  type: raw
+  sample: "completed"
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -18,6 +18,7 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.slurm
+  - bridge.hpc.query
 options:
   gather:
     description:
@@ -52,37 +53,50 @@ EXAMPLES = r"""
 - name: Longest time limit on offer
   ansible.builtin.debug:
     msg: "{{ cluster.partitions | map(attribute='max_time_minutes') | max }}"
+
+- name: Name and time limit of the partitions that are up
+  bridge.hpc.slurm_cluster_info:
+    gather: [partitions]
+    query: "partitions[?state=='UP'].{name: name, minutes: max_time_minutes}"
+  register: up   # up.query_result: [{"name": "debug", "minutes": 30}]
 """
 
 RETURN = r"""
 api_version:
   description: REST version used (the newest the server offers unless O(api_version) is set).
-  returned: always
+  returned: when query is not set
   type: str
   sample: v0.0.38
 api_versions:
   description: Every REST version the server answers, newest first.
-  returned: when gather includes versions
+  returned: when gather includes versions and query is not set
   type: list
   elements: str
   sample: [v0.0.38, v0.0.37, v0.0.36]
 ping:
   description: Controller reachability.
-  returned: when gather includes ping
+  returned: when gather includes ping and query is not set
   type: dict
   sample: {"reachable": true, "release": "22.05.8", "controllers": [{"hostname": "node1", "mode": "primary", "up": true}]}
 partitions:
   description: Partitions with limits normalized to minutes, MiB and counts.
-  returned: when gather includes partitions
+  returned: when gather includes partitions and query is not set
   type: list
   elements: dict
   sample: [{"name": "debug", "state": "UP", "default": true, "max_time_minutes": 30, "max_time": "00:30:00", "total_cpus": 2}]
 nodes:
   description: Nodes with CPUs, memory and GPUs, used and total.
-  returned: when gather includes nodes
+  returned: when gather includes nodes and query is not set
   type: list
   elements: dict
   sample: [{"name": "node1", "state": "idle", "cpus": 2, "free_cpus": 2, "memory_mb": 4000, "gpus": 0}]
+query_result:
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(partitions[?default].name | [0]) selects); null when it selects nothing.
+  returned: when query is set
+  type: raw
+  sample: "debug"
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -94,6 +108,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     main_for,
     without_native,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._query import QUERY_OPTIONS
 
 
 def read_cluster(module, client):
@@ -119,6 +134,7 @@ def main():
                     default=["ping", "partitions", "nodes"]),
         include_native=dict(type="bool", default=False),
     )
+    options.update(QUERY_OPTIONS)
     module = AnsibleModule(argument_spec=options, supports_check_mode=True)
     main_for(module, client_of("slurm"), read_cluster)
 

@@ -24,6 +24,7 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.slurm
+  - bridge.hpc.query
 options:
   job_id:
     description:
@@ -114,12 +115,19 @@ EXAMPLES = r"""
     account: physics
     phases: [failed]
   register: history
+
+- name: Only the ids of Alice's running jobs (query keeps the registered variable small)
+  bridge.hpc.slurm_job_info:
+    phases: [running]
+    job_user: alice
+    query: jobs[].job_id
+  register: running_ids   # running_ids.query_result: ["41", "42"]
 """
 
 RETURN = r"""
 jobs:
   description: The jobs found, normalized (see M(bridge.hpc.slurm_job) for the fields).
-  returned: always
+  returned: when query is not set
   type: list
   elements: dict
   sample: [{"job_id": "42", "name": "hello", "phase": "running", "partition": "debug"}]
@@ -141,19 +149,26 @@ jobs:
       type: int
 job:
   description: The one job asked for with O(job_id) or O(identity); null when the identity is not found.
-  returned: when job_id or identity is given
+  returned: when job_id or identity is given and query is not set
   type: dict
   sample: {"job_id": "42", "phase": "completed", "exit_code": 0}
 lookup:
   description: How O(identity) was looked up, C(accounting), C(live) (slurmctld's queue) or C(accounting+live).
-  returned: when identity is given
+  returned: when identity is given and query is not set
   type: str
   sample: accounting
 api_version:
   description: Slurm REST API version used.
-  returned: always
+  returned: when query is not set
   type: str
   sample: v0.0.42
+query_result:
+  description: >-
+    What O(query) selects from the result this module would return without it
+    (the sample is what V(jobs[?phase=='running'].job_id) selects); null when it selects nothing.
+  returned: when query is set
+  type: raw
+  sample: ["41", "42"]
 """
 
 import time

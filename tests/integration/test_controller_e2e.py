@@ -1,8 +1,9 @@
 """The controller end to end: a real kube-apiserver, real Slurm 22.05, the controller as a process.
 
-CR -> real Slurm job -> Completed with its exit code; a failing job -> Failed with its class;
-delete while running -> the Slurm job is cancelled and the CR released; the token appears in no
-status, event or controller log.
+CR -> real Slurm job -> Completed with its exit code (and what its resultQuery selects in
+status.result); a failing job -> Failed with its class; a resultQuery that is no JMESPath -> Failed
+with nothing submitted; delete while running -> the Slurm job is cancelled and the CR released; the
+token appears in no status, event or controller log.
 """
 
 import os
@@ -60,13 +61,15 @@ def test_bridgejobs_run_on_real_slurm(kube, tmp_path):
     slurm_namespace(core, namespace, slurm)
     backend = slurm_backend(slurm)
 
-    def bridgejob(name, script):
+    def bridgejob(name, script, **spec):
         return {"apiVersion": "bridge.dev/v1alpha1", "kind": "BridgeJob", "metadata": {"name": name},
-                "spec": {"backend": backend, "script": script, "pollInterval": 2}}
+                "spec": dict(spec, backend=backend, script=script, pollInterval=2)}
 
-    for name, script in (("ok", "#!/bin/bash\necho fine\n"), ("exit3", "#!/bin/bash\nexit 3\n"),
-                         ("sleeper", "#!/bin/bash\nsleep 300\n")):
-        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, bridgejob(name, script))
+    for name, script, spec in (("ok", "#!/bin/bash\necho fine\n", {"resultQuery": "{exit: exit_code, id: job_id}"}),
+                               ("exit3", "#!/bin/bash\nexit 3\n", {}),
+                               ("sleeper", "#!/bin/bash\nsleep 300\n", {}),
+                               ("badquery", "#!/bin/bash\necho never\n", {"resultQuery": "{exit: exit_code"})):
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, bridgejob(name, script, **spec))
 
     port = free_port()
     log_path = tmp_path / "controller.log"
@@ -85,6 +88,12 @@ def test_bridgejobs_run_on_real_slurm(kube, tmp_path):
         done = wait_for(lambda: read("ok"), lambda o: (o.get("status") or {}).get("phase") == "Completed")
         assert done["status"]["exitCode"] == 0 and done["status"]["jobId"]
         assert "bridge.dev/cancel-job" in done["metadata"]["finalizers"]
+        assert done["status"]["result"] == {"exit": 0, "id": done["status"]["jobId"]}
+        assert {c["type"]: c["status"] for c in done["status"]["conditions"]}["ResultSelected"] == "True"
+        refused = wait_for(lambda: read("badquery"), lambda o: (o.get("status") or {}).get("phase") == "Failed")
+        assert refused["status"]["failureClass"] == "rejected" and "jobId" not in refused["status"]
+        assert refused["status"]["reason"].startswith("spec.resultQuery: is not a valid JMESPath expression")
+        assert not refused["metadata"].get("finalizers"), "nothing was submitted, so nothing to clean up"
         failed = wait_for(lambda: read("exit3"), lambda o: (o.get("status") or {}).get("phase") == "Failed")
         assert failed["status"]["exitCode"] == 3 and failed["status"]["failureClass"] == "non_zero_exit"
         running = wait_for(lambda: read("sleeper"), lambda o: (o.get("status") or {}).get("phase") == "Running")

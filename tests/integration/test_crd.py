@@ -306,6 +306,10 @@ EDGE_VALUES = [
     (("environment",), {"DEBUG": 1}, ("spec.environment.DEBUG", "must be of type string")),
     (("environment",), {"_OK_1": "x"}, None),
     (("script",), "#!/bin/bash\n" + "#" * 262144, ("spec.script", "Too long")),
+    # Its JMESPath is the controller's to check (tests/unit/controller/test_result_query.py); the schema bounds its length.
+    (("resultQuery",), "{exit: exit_code, took: [start_time, end_time]}", None),
+    (("resultQuery",), "jobs[", None),
+    (("resultQuery",), "q" * 1025, ("spec.resultQuery", "Too long")),
 ]
 
 
@@ -386,6 +390,8 @@ IMMUTABLE_CHANGES = [
     ("change-url", {"backend": {"url": "https://elsewhere.example.org"}}, "spec.backend"),
     ("turn-off-tls-checks", {"backend": {"validateCerts": False}}, "spec.backend"),
     ("add-backend-options", {"backendOptions": {"slurm": {"exclusive": "user"}}}, "spec.backendOptions"),
+    ("change-result-query", {"resultQuery": "exit_code"}, "spec.resultQuery"),
+    ("remove-result-query", {"resultQuery": None}, "spec.resultQuery"),
 ]
 
 
@@ -451,6 +457,15 @@ def test_status_subresource_is_separate_from_spec(objects, namespace):
     assert replaced["status"]["phase"] == "Running"
     for key in ("exitCode", "failureClass", "endTime"):
         assert key in replaced["status"] and replaced["status"][key] is None, key
+
+
+@pytest.mark.parametrize("result", [{"exit": 0, "took": ["2026-11-30T02:01:45Z", None]}, ["41", "42"], "completed", 3.5, True],
+                         ids=["object", "list", "string", "number", "bool"])
+def test_status_result_holds_whatever_the_result_query_selected(objects, namespace, result):
+    job = fresh_job(objects, namespace, "result")
+    written = objects.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, job["metadata"]["name"],
+                                                            {"status": {"phase": "Completed", "result": result}})
+    assert written["status"]["result"] == result
 
 
 @pytest.mark.parametrize("status, field", [
