@@ -11,6 +11,11 @@ a finished job, and a running one) with a fresh client per call, as each module 
 the p50 of each way and the ratios against the empty queue, measured in the same run. Every job it
 submits is cancelled at the end.
 
+Where the env file names the accounting database (SLURM_DB_SOCKET, SLURM_DB_JOB_TABLE and
+SLURM_DB_JOB_NAME_INDEX, as tools/slurm-cluster.sh writes them), the accounting way is measured
+twice: with the index on the job name that docs/slurm.md asks sites for, and with it dropped for
+the measurement (it is added back).
+
 Reads SLURM_URL, SLURM_USER, SLURM_JWT of a cluster with accounting (tools/slurm-cluster.sh env).
 """
 
@@ -19,6 +24,7 @@ import concurrent.futures
 import json
 import os
 import statistics
+import subprocess
 import time
 import uuid
 
@@ -78,6 +84,26 @@ class Cluster(object):
         return len(self.client.list())
 
 
+class JobNameIndex(object):
+    """The job name index of the accounting database, dropped and added back by the mariadb client."""
+
+    def __init__(self):
+        self.socket = os.environ.get("SLURM_DB_SOCKET")
+        self.table, self.name = os.environ.get("SLURM_DB_JOB_TABLE"), os.environ.get("SLURM_DB_JOB_NAME_INDEX")
+
+    def known(self):
+        return bool(self.socket and self.table and self.name)
+
+    def sql(self, statement):
+        subprocess.run(["mariadb", "--no-defaults", "--socket=%s" % self.socket, "-u", "root", "-e", statement], check=True)
+
+    def drop(self):
+        self.sql("ALTER TABLE %s DROP INDEX IF EXISTS %s" % (self.table, self.name))
+
+    def add(self):
+        self.sql("ALTER TABLE %s ADD INDEX IF NOT EXISTS %s (job_name(64))" % (self.table, self.name))
+
+
 def p50_lookup(cluster, spec, accounting, rounds):
     """(p50 seconds, lookup path) of ensure_present finding `spec`'s job, a fresh client each time."""
     durations, paths = [], set()
@@ -118,6 +144,9 @@ def main():
     finished = spec_for("lookup-%s-done" % run)
     running = spec_for("lookup-%s-held" % run, hold=True)
     rows = []
+    index = JobNameIndex()
+    if index.known():
+        index.add()
     try:
         for spec in (finished, running):
             wait_until_recorded(cluster, spec, cluster.post(spec))
@@ -129,19 +158,26 @@ def main():
             for label, spec in (("finished", finished), ("held", running)):
                 for way, accounting in (("accounting", True), ("live", False)):
                     row[(label, way)] = p50_lookup(cluster, spec, accounting, args.rounds)
+            if index.known():
+                index.drop()
+                try:
+                    for label, spec in (("finished", finished), ("held", running)):
+                        row[(label, "unindexed")] = p50_lookup(cluster, spec, True, args.rounds)
+                finally:
+                    index.add()
             rows.append(row)
     finally:
         cluster.cancel_all()
     print("Slurm %s (REST %s): ensure_present of an identity that exists, p50 of %d, fresh client each" % (
         cluster.client.ping().get("release"), cluster.version, args.rounds))
-    print("%8s %-9s %14s %9s %14s %9s  %s" % ("queued", "job", "accounting ms", "x empty", "live ms", "x empty", "paths"))
+    ways = ["accounting", "unindexed", "live"] if index.known() else ["accounting", "live"]
+    titles = {"accounting": "accounting ms", "unindexed": "no index ms", "live": "live ms"}
+    print("%8s %-9s" % ("queued", "job") + "".join(" %14s %8s" % (titles[way], "x empty") for way in ways) + "  paths")
     for row in rows:
         for label in ("finished", "held"):
-            accounting, live = row[(label, "accounting")], row[(label, "live")]
-            empty_accounting, empty_live = rows[0][(label, "accounting")][0], rows[0][(label, "live")][0]
-            print("%8d %-9s %14.1f %9.2f %14.1f %9.2f  %s, %s" % (
-                row["queued"], label, accounting[0] * 1000, accounting[0] / empty_accounting,
-                live[0] * 1000, live[0] / empty_live, accounting[1], live[1]))
+            cells = "".join(" %14.1f %8.2f" % (row[(label, way)][0] * 1000, row[(label, way)][0] / rows[0][(label, way)][0])
+                            for way in ways)
+            print("%8d %-9s%s  %s" % (row["queued"], label, cells, ", ".join(row[(label, way)][1] for way in ways)))
     print("jobs submitted: %d, all cancelled" % len(cluster.submitted))
 
 
