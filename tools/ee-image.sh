@@ -133,6 +133,8 @@ debs_dir() {
     log "downloading the .debs of $* (apt-get in a chroot of the base)"
     tmp=$(mktemp -d "$CACHE/.debs.XXXXXX")
     trap 'remove_tree "'"$tmp"'"' EXIT
+    [[ -s $CACHE/base-$(base_key).tar ]] ||
+      die "no $CACHE/base-$(base_key).tar to resolve packages in: podman rmi the base image, then tools/controller-image.sh base"
     tar -C "$tmp" -xf "$CACHE/base-$(base_key).tar"
     cp /etc/resolv.conf /etc/hosts "$tmp/etc/"
     echo "$APT_BUILD_CONF" >"$tmp/etc/apt/apt.conf.d/99bridge-ee-build"
@@ -223,13 +225,18 @@ run_isolated() {
     --container-image "$image" "${option_args[@]}" "$@"
 }
 
-# run_streamed IMAGE DIR ANSIBLE-RUNNER-ARG...: transmit | worker (in the image) | process.
+# run_streamed IMAGE DIR ANSIBLE-RUNNER-ARG...: transmit | worker (in the image) | process; the
+# artifacts (rc, status, job_events/) land in DIR/artifacts/IDENT as with `run` (--ident IDENT).
 run_streamed() {
-  local image=$1 dir=$2
+  local image=$1 dir=$2 ident=() previous="" arg
   shift 2
+  for arg in "$@"; do
+    [[ $previous == --ident ]] && ident=(--ident "$arg")
+    previous=$arg
+  done
   "$VENV_BIN/ansible-runner" transmit "$dir" "$@" |
     podman run --rm -i "${CONTAINER_OPTIONS[@]}" "$image" ansible-runner worker |
-    "$VENV_BIN/ansible-runner" process "$dir"
+    "$VENV_BIN/ansible-runner" process "$dir" "${ident[@]}"
 }
 
 check_image() {
