@@ -150,6 +150,7 @@ debs_dir() {
     cp -a "$tmp/etc/apt/apt.conf.d" "$dir/apt.conf.d"
     remove_tree "$tmp"
     trap - EXIT
+    rm -f "$CACHE/.debs.log"
     touch "$dir/.complete"
   fi
   echo "$dir"
