@@ -16,7 +16,7 @@
 # The build, where neither a registry nor Galaxy can be reached and pip and apt cannot reach their
 # indexes from inside a container (tools/lib/images.sh):
 #   1. the collections: bridge.hpc's artifact (`ansible-galaxy collection build`) and ansible.posix's,
-#      packed from the copy tools/bootstrap.sh unpacked from the `ansible` wheel, in ee/collections;
+#      built from the copy tools/bootstrap.sh unpacked from the `ansible` wheel, in ee/collections;
 #      ee/requirements.yml installs them as files, with --offline;
 #   2. `ansible-builder create` writes the build context (.run/ee/context);
 #   3. `ansible-builder introspect` reads the collections' requirements from their
@@ -65,21 +65,32 @@ source "$REPO/tools/lib/rootfs.sh"
 source "$REPO/tools/lib/images.sh"
 CONTAINER_OPTIONS+=("${ULIMITS[@]}")
 
-# The two artifacts of ee/requirements.yml in ee/collections. bridge.hpc's is built anew (its
-# tarball's mtimes differ each time; its FILES.json does not); ansible.posix's is packed
-# reproducibly from the tree tools/bootstrap.sh unpacked, without bootstrap's stamp.
+# The two artifacts of ee/requirements.yml in ee/collections, built anew (a tarball's mtimes differ
+# each time; its FILES.json does not): bridge.hpc's from this tree, and ansible.posix's from the tree
+# tools/bootstrap.sh unpacked from the `ansible` wheel, with a galaxy.yml made of its MANIFEST.json
+# (the wheel leaves out some files its FILES.json names, so that tree is no artifact as it is).
 ensure_collections() {
-  local out=$EE_DIR/collections tmp posix
+  local out=$EE_DIR/collections tmp posix source
   posix=$REPO/.run/collections/ansible_collections/ansible/posix
   [[ -f $posix/MANIFEST.json ]] || die "no ansible.posix in $posix: run tools/bootstrap.sh"
   mkdir -p "$out"
   tmp=$(mktemp -d "$out/.build.XXXXXX")
-  "$VENV_BIN/ansible-galaxy" collection build --force --output-path "$tmp" "$REPO" >"$tmp/build.log" 2>&1 ||
-    { cat "$tmp/build.log" >&2; rm -rf "$tmp"; die "ansible-galaxy collection build failed"; }
+  cp -a "$posix" "$tmp/posix"
+  rm -f "$tmp/posix/.bridge-from-wheel" "$tmp/posix/FILES.json"
+  "$VENV_BIN/python" - "$tmp/posix" <<'EOF'
+import json, os, sys, yaml
+manifest = os.path.join(sys.argv[1], "MANIFEST.json")
+info = json.load(open(manifest))["collection_info"]
+with open(os.path.join(sys.argv[1], "galaxy.yml"), "w") as handle:
+    yaml.safe_dump(dict((key, value) for key, value in info.items() if value not in (None, [])), handle)
+os.remove(manifest)
+EOF
+  for source in "$REPO" "$tmp/posix"; do
+    "$VENV_BIN/ansible-galaxy" collection build --force --output-path "$tmp" "$source" >"$tmp/build.log" 2>&1 ||
+      { cat "$tmp/build.log" >&2; rm -rf "$tmp"; die "ansible-galaxy collection build $source failed"; }
+  done
   mv "$tmp"/bridge-hpc-*.tar.gz "$out/bridge-hpc.tar.gz"
-  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --exclude=./.bridge-from-wheel \
-    -C "$posix" -cf - . | gzip -n >"$tmp/ansible-posix.tar.gz"
-  cmp -s "$tmp/ansible-posix.tar.gz" "$out/ansible-posix.tar.gz" || mv "$tmp/ansible-posix.tar.gz" "$out/"
+  mv "$tmp"/ansible-posix-*.tar.gz "$out/ansible-posix.tar.gz"
   rm -rf "$tmp"
 }
 
@@ -160,7 +171,7 @@ debs_dir() {
 collections_digest() {
   local artifact
   for artifact in "$EE_DIR"/collections/*.tar.gz; do
-    tar -xzOf "$artifact" ./MANIFEST.json ./FILES.json 2>/dev/null || tar -xzOf "$artifact" MANIFEST.json FILES.json
+    tar -xzOf "$artifact" MANIFEST.json FILES.json
   done | sha256sum | cut -c1-16
 }
 
