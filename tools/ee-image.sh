@@ -48,7 +48,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 EE_DIR=$REPO/ee
 EE_FILE=$EE_DIR/execution-environment.yml
-RUN_DIR=${BRIDGE_RUN:-$REPO/.run}/ee
+RUN_DIR=$REPO/.run/ee   # build files, not a service's: never under BRIDGE_RUN
 VENV_BIN=$REPO/.venv/bin
 # What the build's `apt-get install` runs with, and what the chroot resolves the packages with.
 APT_BUILD_CONF='APT::Install-Recommends "false";'
@@ -223,16 +223,15 @@ built_image() {
   echo "$name"
 }
 
-# run_isolated IMAGE DIR ANSIBLE-RUNNER-ARG...: ansible-runner's process isolation, as the image's user.
-# ansible-runner mounts DIR as /runner, so that user must be able to write it (in AWX the job's data
-# reaches the container as a stream instead: see run_streamed).
+# run_isolated IMAGE DIR ANSIBLE-RUNNER-ARG...: ansible-runner's process isolation. ansible-runner
+# mounts DIR as /runner and makes DIR/artifacts/IDENT (the events, its callback plugin) mode 0700 as
+# the user it runs as, so the container runs as that user, as ansible-runner itself runs docker
+# (--user=<its uid>). In AWX the job's data reaches the container as a stream instead, and the image's
+# own user runs it: see run_streamed.
 run_isolated() {
-  local image=$1 dir=$2 user option_args=() option
+  local image=$1 dir=$2 option_args=() option
   shift 2
-  user=$(podman image inspect --format '{{.Config.User}}' "$image")
-  mkdir -p "$dir/artifacts"
-  chown -R "${user%%:*}:0" "$dir"
-  for option in "${CONTAINER_OPTIONS[@]}"; do option_args+=("--container-option=$option"); done
+  for option in "${CONTAINER_OPTIONS[@]}" "--user=$(id -u)"; do option_args+=("--container-option=$option"); done
   "$VENV_BIN/ansible-runner" run "$dir" --process-isolation --process-isolation-executable podman \
     --container-image "$image" "${option_args[@]}" "$@"
 }

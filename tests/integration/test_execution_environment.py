@@ -88,6 +88,8 @@ def test_demo_on_slurm_through_process_isolation(image, tmp_path):
     result = adhoc_result(info)
     assert result is not None, (info.stdout + info.stderr)[-4000:]
     assert result["job"]["phase"] == "completed" and result["job"]["exit_code"] == 0, result["job"]
+    print("demo.yml in the EE: Slurm job %s %s exit %s" % (submitted["job_id"], result["job"]["phase"],
+                                                         result["job"]["exit_code"]))
 
 
 def test_job_template_on_ray_through_the_worker_stream(image, tmp_path):
@@ -108,6 +110,7 @@ def test_job_template_on_ray_through_the_worker_stream(image, tmp_path):
     assert result is not None, (info.stdout + info.stderr)[-4000:]
     assert result["job"]["phase"] == "completed" and result["job"]["job_id"] in summary, (result["job"], summary)
     assert '"ran_in": "%s"' % run_name in result["log"]
+    print("job.yml in the EE: Ray job %s %s" % (result["job"]["job_id"], result["job"]["phase"]))
 
     # Launched again, the template finds the job and submits nothing.
     again = private_data_dir(str(tmp_path / "again"), env, extravars)
