@@ -87,9 +87,9 @@ def test_demo_on_slurm_through_process_isolation(image, tmp_path):
     info = adhoc_with_env_file(env_file, "bridge.hpc.slurm_job_info", "-a", "job_id=%s" % submitted["job_id"])
     result = adhoc_result(info)
     assert result is not None, (info.stdout + info.stderr)[-4000:]
-    assert result["job"]["phase"] == "completed" and result["job"]["exit_code"] == 0, result["job"]
-    print("demo.yml in the EE: Slurm job %s %s exit %s" % (submitted["job_id"], result["job"]["phase"],
-                                                         result["job"]["exit_code"]))
+    job = result["job"]
+    assert job["phase"] == "completed" and job["exit_code"] == 0, job
+    print("demo.yml in the EE: Slurm job %s %s exit %s" % (submitted["job_id"], job["phase"], job["exit_code"]))
 
 
 def test_job_template_on_ray_through_the_worker_stream(image, tmp_path):
