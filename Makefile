@@ -59,6 +59,7 @@ docs: bootstrap
 build-check: bootstrap
 	tools/galaxy_build_check.sh
 	tools/controller-image.sh check
+	tools/ee-image.sh check
 
 services:
 	for version in $(SLURM_VERSIONS); do tools/slurm-cluster.sh start $$version; done

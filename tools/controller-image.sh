@@ -6,25 +6,15 @@
 #   tools/controller-image.sh check     build, then run the image's checks (make build-check)
 #   tools/controller-image.sh base      build (or find) the local base image; prints its name
 #
-# No registry can be reached here (docs real-services.md section 7), so the Containerfile's default
-# base, python:3.11-slim, cannot be pulled. The build passes --build-arg BASE=<a local base image>:
-# Debian bookworm minbase (debootstrap, tools/lib/rootfs.sh) with Debian's python3.11, whose venv
-# is /usr/local, so that, as in python:3.11-slim, `python` and `pip` are /usr/local/bin's and pip
-# installs into /usr/local's site-packages. It is `podman import`ed from a rootfs tarball.
+# The base image (Debian bookworm minbase + python3.11, since no registry can be reached here), the
+# wheels built on the host and the offline podman build are tools/lib/images.sh's; the build passes
+# --build-arg BASE=<that base>.
 #
-# pip cannot reach PyPI from inside a container here (tried: "certificate verify failed:
-# self-signed certificate in certificate chain"): the machine's route to PyPI is trusted through a CA
-# that only the host's bundle holds (`pip config list`: cert=...). So the Python wheels the Containerfile
-# installs are built on the host (`pip wheel`, the host's pip configuration, PyPI only), and the
-# build runs with --network=none and the wheel dir, which also holds a pip.conf (no index, find-links
-# that dir), mounted as root's pip configuration dir /root/.config/pip for its RUN steps only (the
-# image keeps an empty /root/.config/pip: buildah leaves the mount point).
-#
-# Cache, under ~/.cache/bridge/images: base-KEY.tar (the rootfs; KEY = hash of its recipe),
-# wheels-KEY/ (KEY = hash of the requirements), bridge-controller-KEY.tar (`podman save`, what a
-# node loads). The image is localhost/bridge-controller:VERSION-KEY with KEY = hash of the
-# Containerfile, of every file its COPY lines copy, of the base image id, of the wheel set and of
-# the build steps here: a warm `build` finds it and builds nothing.
+# Cache, under ~/.cache/bridge/images: base-KEY.tar and wheels-KEY/ (tools/lib/images.sh),
+# bridge-controller-KEY.tar (`podman save`, what a node loads). The image is
+# localhost/bridge-controller:VERSION-KEY with KEY = hash of the Containerfile, of every file its COPY
+# lines copy, of the base image id, of the wheel set and of the build steps here: a warm `build`
+# finds it and builds nothing.
 #
 # `check` runs, each in a fresh container with --network=none, read-only root, uid:gid and volumes
 # (tmpfs) of the Deployment, its env and args, all capabilities dropped, no new privileges:
@@ -34,26 +24,12 @@
 #      volumes; ansible-playbook --syntax-check of the 3 playbooks with the installed collection;
 #      AnsibleRunner (as main.py builds it) runs bridgejob_poll.yml (bridge.hpc.job_info) against a
 #      stub of Ray's GET /api/jobs/ inside the container, the token handed over through the pipe.
-# podman runs with runc (Debian's podman picks crun, which refuses this machine's hybrid cgroups:
-# "cgroups in hybrid mode not supported") and with --ulimit nofile=4096:4096 --ulimit nproc=16384:16384: its default rlimits fail
-# here (CAP_SYS_RESOURCE is not held).
+# podman runs with runc and ulimits it can set here (tools/lib/images.sh).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-CACHE=$(realpath -m "${XDG_CACHE_HOME:-$HOME/.cache}/bridge/images")
 CONTAINERFILE=$REPO/deploy/Containerfile
 DEPLOYMENT=$REPO/deploy/deployment.yaml
-MIRROR=http://deb.debian.org/debian
-SUITE=bookworm
-# python3-venv brings ensurepip (pip's wheel); ca-certificates: what pip needs to reach an index.
-BASE_PACKAGES=(python3 python3-venv ca-certificates)
-# As python:3.11-slim sets them.
-BASE_CHANGES=("ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin" "ENV LANG=C.UTF-8"
-              'CMD ["python3"]')
-HOST_PYTHON=/usr/bin/python3.11   # the base image's Python build, so the wheels fit it
-PODMAN=(podman --runtime runc)
-ULIMITS=(--ulimit nofile=4096:4096 --ulimit nproc=16384:16384)
-export DEBIAN_FRONTEND=noninteractive
 
 die() { echo "controller-image: $*" >&2; exit 1; }
 log() { printf 'controller-image: [%3ds] %s\n' "$SECONDS" "$*" >&2; }
@@ -61,53 +37,8 @@ log() { printf 'controller-image: [%3ds] %s\n' "$SECONDS" "$*" >&2; }
 source "$REPO/tools/lib/host-packages.sh"
 # shellcheck source=tools/lib/rootfs.sh
 source "$REPO/tools/lib/rootfs.sh"
-
-ensure_podman() {
-  [[ $(id -u) == 0 ]] || die "needs root (debootstrap, podman's root storage)"
-  apt_install_host podman runc debootstrap
-}
-
-image_exists() { podman image exists "$1"; }
-
-# The base image's name on stdout; built from a cached rootfs tarball, or debootstrapped first.
-ensure_base() {
-  local key name tar
-  key=$( { declare -f debootstrap_tree base_tree; echo "$SUITE $MIRROR ${BASE_PACKAGES[*]}"
-           printf '%s\n' "${BASE_CHANGES[@]}"; } | sha256sum | cut -c1-16)
-  name=localhost/bridge-python:3.11-$SUITE-$key tar=$CACHE/base-$key.tar
-  if ! image_exists "$name"; then
-    mkdir -p "$CACHE"
-    exec 9>"$CACHE/.base.lock"
-    flock 9
-    [[ -s $tar ]] || base_tree "$tar"
-    local changes=() c
-    for c in "${BASE_CHANGES[@]}"; do changes+=(--change "$c"); done
-    podman import --quiet "${changes[@]}" --message "Debian $SUITE minbase + python3.11 (tools/controller-image.sh)" \
-      "$tar" "$name" >/dev/null
-    exec 9>&-
-    log "imported $name from $tar"
-  fi
-  echo "$name"
-}
-
-# base_tree TARBALL: debootstrap the base's root filesystem and pack it.
-base_tree() {
-  local tar=$1 tmp t0=$SECONDS
-  tmp=$(mktemp -d "$CACHE/.base.build.XXXXXX")
-  trap 'remove_tree "'"$tmp"'"' EXIT
-  chmod 755 "$tmp"
-  log "building the base rootfs (debootstrap $SUITE minbase + ${BASE_PACKAGES[*]}) in $tmp"
-  debootstrap_tree "$tmp" "$SUITE" "$MIRROR" "$CACHE/.base.build.log" "${BASE_PACKAGES[@]}"
-  chroot "$tmp" python3 -m venv /usr/local >>"$CACHE/.base.build.log" 2>&1 ||
-    die "python3 -m venv /usr/local failed (log: $CACHE/.base.build.log)"
-  rm -rf "$tmp"/var/lib/apt/lists/* "$tmp"/var/cache/apt/*.bin "$tmp/etc/resolv.conf" "$tmp/etc/hosts"
-  rm -f "$CACHE/.base.build.log"
-  tar --numeric-owner -C "$tmp" -cf "$tar.tmp" .
-  mv "$tar.tmp" "$tar"
-  remove_tree "$tmp"
-  trap - EXIT
-  log "built $tar in $((SECONDS - t0))s"
-}
+# shellcheck source=tools/lib/images.sh
+source "$REPO/tools/lib/images.sh"
 
 # The Python requirements the Containerfile's `pip install` lines name, and the controller's build
 # backend, one a line.
@@ -129,22 +60,7 @@ EOF
 }
 
 # The wheel dir on stdout: every wheel the build installs, built on the host from PyPI.
-ensure_wheels() {
-  local reqs key dir
-  reqs=$(requirements)
-  key=$( { echo "$reqs"; "$HOST_PYTHON" -VV; } | sha256sum | cut -c1-16)
-  dir=$CACHE/wheels-$key
-  if [[ ! -f $dir/.complete ]]; then
-    rm -rf "$dir"; mkdir -p "$dir"
-    log "building wheels on the host: ${reqs//$'\n'/ }"
-    mapfile -t req_array <<<"$reqs"
-    "$HOST_PYTHON" -m pip wheel --quiet --wheel-dir "$dir" "${req_array[@]}" >&2 ||
-      die "pip wheel failed"
-    printf '[global]\nno-index = true\nfind-links = /root/.config/pip\n' >"$dir/pip.conf"
-    touch "$dir/.complete"
-  fi
-  echo "$dir"
-}
+ensure_wheels() { wheel_dir "$(requirements)"; }
 
 # The COPY sources (relative to the context) of the Containerfile, one a line.
 copy_sources() {
@@ -158,7 +74,7 @@ ensure_image() {
   wheels=$(ensure_wheels)
   key=$( {
     sha256sum "$CONTAINERFILE" | cut -d' ' -f1
-    declare -f ensure_image ensure_wheels   # how it is built
+    declare -f ensure_image ensure_wheels wheel_dir build_image   # how it is built
     podman image inspect --format '{{.Id}}' "$base"
     basename "$wheels"
     while read -r src; do
@@ -171,21 +87,9 @@ ensure_image() {
   if image_exists "$name"; then
     log "$name is built (key unchanged)"
   else
-    local t0=$SECONDS
     log "building $name from $CONTAINERFILE on $base"
-    # --layers=false: buildah's layer cache keys a RUN step by its text, not by the wheels mounted
-    # for it; the KEY above is the cache.
-    "${PODMAN[@]}" build --pull=never --layers=false --network=none "${ULIMITS[@]}" \
-      --build-arg "BASE=$base" \
-      --volume "$wheels:/root/.config/pip:ro" \
-      --label "dev.bridge.image-key=$key" \
-      -f "$CONTAINERFILE" -t "$name" "$REPO" >"$CACHE/build.log" 2>&1 ||
-      { tail -n 30 "$CACHE/build.log" >&2; die "podman build failed (log: $CACHE/build.log)"; }
-    log "built $name in $((SECONDS - t0))s"
-    local old
-    for old in $(podman images --filter label=dev.bridge.image-key --format '{{.Repository}}:{{.Tag}}'); do
-      [[ $old == "$name" ]] || podman rmi "$old" >/dev/null 2>&1 || true   # in use by a container: kept
-    done
+    build_image "$name" dev.bridge.image-key "$key" "$CACHE/build.log" \
+      --build-arg "BASE=$base" --volume "$wheels:/root/.config/pip:ro" -f "$CONTAINERFILE" "$REPO"
   fi
   if [[ ! -s $CACHE/bridge-controller-$key.tar ]]; then
     rm -f "$CACHE"/bridge-controller-*.tar
