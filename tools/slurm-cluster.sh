@@ -29,6 +29,8 @@
 #   owned by SlurmUser, mode 0600. Before slurmctld starts, the cluster, the account `bridge` and
 #   the users root, bridge and bridgeother (associations in `bridge`) are added if missing.
 #   AccountingStorageEnforce stays unset: a user without an association may still submit.
+# - Each cluster's job table gets the index on job_name that docs/slurm.md asks of sites (Bridge's
+#   identity lookup searches accounting by job name); the env file names it for bench/slurm_lookup.py.
 # - slurm.conf: AccountingStoreFlags=job_comment (Bridge reads its job identity back from the
 #   comment), JobAcctGatherType=jobacct_gather/linux (MaxRSS, CPU time), which works with
 #   ProctrackType=proctrack/linuxproc here, JobCompType=jobcomp/none.
