@@ -18,7 +18,7 @@ export ANSIBLE_LOCALHOST_WARNING := 0
 export ANSIBLE_INVENTORY_UNPARSED_WARNING := 0
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo hybrid test bootstrap unit sanity lint docs build-check services integration molecule bench bench-controller stop
+.PHONY: demo hybrid test prebuild bootstrap unit sanity lint docs build-check services integration molecule bench bench-controller stop
 
 demo: bootstrap
 	tools/slurm-cluster.sh start 22.05
@@ -38,10 +38,19 @@ hybrid: bootstrap
 	  if [[ -n $${BRIDGE_S3_ENDPOINT:-} ]]; then python tools/s3_bucket.py "$${HYBRID_S3_BUCKET:-bridge-hybrid}"; fi; \
 	  ansible-playbook -i localhost, -c local playbooks/hybrid.yml
 
-test: bootstrap unit sanity lint docs build-check services integration molecule
+test: prebuild bootstrap unit sanity lint docs build-check services integration molecule
 
 bootstrap:
 	tools/bootstrap.sh
+
+# The two builds from source that a cold machine spends longest on (Kubernetes and etcd, versitygw)
+# start at once in the background, niced, so that they overlap the unit tests, sanity, lint, docs
+# and image builds; `services` then finds them built, or waits on their build lock. A build that
+# failed here is tried again (and its error shown) by `services`. Logs: .run/prebuild-*.log.
+prebuild:
+	mkdir -p .run
+	setsid tools/kube-control-plane.sh build >.run/prebuild-kube.log 2>&1 </dev/null &
+	setsid tools/s3.sh build >.run/prebuild-s3.log 2>&1 </dev/null &
 
 unit: bootstrap
 	pytest -q tests/unit
