@@ -24,8 +24,10 @@ import threading
 import time
 
 from bridge_controller import results
+from bridge_controller.backends import credential_keys
 from bridge_controller.batches import Batches
 from bridge_controller.plan import FINALIZER, plan
+from bridge_controller.policy import Policy
 from bridge_controller.resolver import Resolver
 from bridge_controller.spec import backend_key, backend_of, identity_of, job_params, key_of, poll_interval, refusal
 from bridge_controller.writer import Writer
@@ -38,8 +40,9 @@ IDLE_TICK = 1.0
 
 class Executor:
     def __init__(self, kube, cache, runner, queue, max_batch=500, batch_window=0.05, clock=time.monotonic,
-                 status_writers=8, event_writers=0):
+                 status_writers=8, event_writers=0, policy=None):
         self.cache = cache
+        self.policy = policy or Policy()
         self.runner = runner
         self.queue = queue
         self.clock = clock
@@ -84,7 +87,7 @@ class Executor:
         with self._lock:
             # Only a CR that is going to be submitted warms its backend: a controller watching
             # finished CRs holds no standby playbook.
-            new_backend = group not in self.backends_seen and plan(obj) in (("add_finalizer",), ("submit",))
+            new_backend = group not in self.backends_seen and self._plan(obj) in (("add_finalizer",), ("submit",))
             if new_backend:
                 self.backends_seen.add(group)
         if new_backend and hasattr(self.runner, "prepare"):
@@ -109,14 +112,14 @@ class Executor:
         if obj is None or self.batches.changed_in_flight(key):
             return
         self._count("reconciles")
-        actions = plan(obj)
+        actions = self._plan(obj)
         group = backend_key(obj)
         if actions == ("add_finalizer",):
             self.writer.set_finalizers(obj, (obj["metadata"].get("finalizers") or []) + [FINALIZER])
         elif actions == ("refuse",):
             self._count("refusals")
-            why = refusal(obj)
-            self._apply("refuse", key, obj, results.refused(why, why))
+            reason, why = self._refusal(obj)
+            self._apply("refuse", key, obj, results.refused(why, why, refusal_reason=reason))
         elif actions == ("remove_finalizer",):
             self._release(obj)
         elif "cancel" in actions:
@@ -132,6 +135,17 @@ class Executor:
         else:
             self.batches.untrack(key)
             self.queue.forget(key)
+
+    def _refusal(self, obj):
+        """(the Failed condition's reason, why) when the CR is not to be submitted at all, else None:
+        a spec its schema cannot check (reason: its failure class), or one outside the policy."""
+        why = refusal(obj)
+        if why:
+            return None, why
+        return self.policy.refusal(obj)
+
+    def _plan(self, obj):
+        return plan(obj, self._refusal)
 
     def _release(self, obj):
         self.writer.set_finalizers(obj, [f for f in obj["metadata"].get("finalizers") or [] if f != FINALIZER])
@@ -204,10 +218,16 @@ class Executor:
         # Read for every batch and every poll, never cached: a token rotated in the Secret (one
         # that expires) is what the next runner call hands over. One GET per runner call.
         credentials = self.resolver.credentials(first)
+        identities = [identity_of(obj) for _key, obj in objects]
         if backend_of(first)["secret"]:
             self._count("secret_reads")
             self._secret_read(backend_key(first), credentials, [key for key, _obj in objects])
-        identities = [identity_of(obj) for _key, obj in objects]
+            refused = self._credentials_refusal(connection["type"], credentials)
+            if refused:
+                # Nothing is handed to a playbook: the kubeconfig is never loaded, nothing is sent.
+                self._count("policy_refusals")
+                outcome = results.unreachable({"type": refused[0], "temporary": False, "message": refused[1]})
+                return dict((identity, outcome) for identity in identities)
         self._count("runner_calls_%s" % action)
         started = self.clock()
         if action == "poll":
@@ -221,6 +241,12 @@ class Executor:
             return results.batch_outcomes(action, identities, result)
         self._count("polls_failed" if result.get("failed") else "polls")
         return results.poll_outcomes(identities, result)
+
+    def _credentials_refusal(self, backend_type, credentials):
+        """(reason, why) when the Secret holds what the policy does not let a tenant hand the
+        controller (a kubeconfig that runs commands or reads files); None when it does not."""
+        kubeconfig = credentials.get(dict(credential_keys(backend_type)).get("kubeconfig_content", ""))
+        return self.policy.kubeconfig_refusal(kubeconfig) if kubeconfig else None
 
     def _secret_read(self, group, credentials, keys):
         """Plan now the CRs of `group` parked at the retry cap when its Secret changed since its last
@@ -287,7 +313,7 @@ class Executor:
         else:
             self.queue.add_after(key, self.queue.rate_limiter.cap)
         current = self.cache.get(key)
-        if changed and current is not None and plan(current) != plan(obj):
+        if changed and current is not None and self._plan(current) != self._plan(obj):
             self.queue.add(key)
 
     def _finish(self, keys):

@@ -1,9 +1,12 @@
 """The controller's side of the pipe protocol (module_utils/_handoff.py is the module's side).
 
 A playbook's module blocks on a named pipe until the controller writes one JSON document into
-it: the work (jobs or identities) and the credentials. The work and the credentials so never go
-through extra vars or the environment, which ansible-runner writes to disk (the environment even
-into artifacts/<ident>/command). An empty write ends a waiting module idle.
+it: the connection (url, namespace, ...), the work (jobs or identities) and the credentials. The
+credentials so never go through extra vars or the environment, which ansible-runner writes to
+disk (the environment even into artifacts/<ident>/command). And nothing a tenant wrote is ever an
+extra var: Ansible renders a template found in a variable's value, so a URL holding
+"{{ lookup('pipe', ...) }}" would run a command here. Through the pipe it is data the module
+reads, never a template. An empty write ends a waiting module idle.
 """
 
 import errno
@@ -14,12 +17,14 @@ import time
 from bridge_controller.backends import credential_keys
 
 
-def handoff_document(action, backend_type, credentials, jobs=None, identities=None, wait_timeout=120):
-    """What the module of `action` reads from its pipe: its work and exactly the credentials of
-    `backend_type` that the Secret holds (a Secret may carry other keys, a CA for instance), each
-    under the name of the module option it sets."""
+def handoff_document(action, connection, credentials, jobs=None, identities=None, wait_timeout=120):
+    """What the module of `action` reads from its pipe: the connection options but the backend's
+    type (the playbook's one extra var), its work, and exactly the credentials of the backend that
+    the Secret holds (a Secret may carry other keys, a CA for instance), each under the name of the
+    module option it sets."""
     credentials = credentials or {}
-    document = dict((option, credentials[key]) for option, key in credential_keys(backend_type) if credentials.get(key))
+    document = dict((option, value) for option, value in connection.items() if option != "type" and value is not None)
+    document.update((option, credentials[key]) for option, key in credential_keys(connection["type"]) if credentials.get(key))
     if action == "poll":
         document["identities"] = list(identities)
     else:

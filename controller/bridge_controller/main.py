@@ -18,6 +18,7 @@ import threading
 from bridge_controller import __version__
 from bridge_controller.executor import Executor
 from bridge_controller.kube import KubeApi
+from bridge_controller.policy import Policy
 from bridge_controller.queue import ExponentialBackoff, WorkQueue, run_workers
 from bridge_controller.runner import AnsibleRunner
 from bridge_controller.watch import BridgeJobWatcher, without_managed_fields
@@ -64,9 +65,24 @@ def parse_args(argv):
                         help="seconds the leader acts without a successful renewal; less than --lease-duration (default 20)")
     parser.add_argument("--retry-period", type=float, default=5.0,
                         help="seconds between renewals and between a standby's attempts (default 5)")
+    # What tenants may make the controller do (policy.py, docs/security.md); each default is the safe one.
+    parser.add_argument("--allowed-backend-url", dest="allowed_backend_urls", action="append", default=[],
+                        metavar="PREFIX",
+                        help="scheme://host[:port][/path] a BridgeJob's backend URLs (url, iamUrl, a kubeconfig's "
+                             "servers) must start with; repeat for more; any URL when none is given")
+    for feature, what in (("exec", "exec and auth-provider plugins, which run commands on the controller's machine"),
+                          ("files", "tokenFile and certificate, key and CA file paths, which read the controller's files"),
+                          ("tls", "insecure-skip-tls-verify")):
+        parser.add_argument("--insecure-kubeconfig-%s" % feature, dest="kubeconfig_features", action="append_const",
+                            const=feature, default=[],
+                            help="allow %s in kubeconfigs from BridgeJobs' Secrets (default: refused)" % what)
     args = parser.parse_args(argv)
     if not args.lease_duration > args.renew_deadline > args.retry_period > 0:
         parser.error("need --lease-duration > --renew-deadline > --retry-period > 0")
+    try:
+        args.policy = Policy(args.allowed_backend_urls, args.kubeconfig_features)
+    except ValueError as exc:
+        parser.error("--allowed-backend-url: %s" % exc)
     return args
 
 
@@ -133,14 +149,17 @@ def main(argv=None):
     watcher = BridgeJobWatcher(client.CustomObjectsApi(api_client), observe,
                                namespace=args.namespace, label_selector=args.selector, transform=without_managed_fields)
     executor = Executor(KubeApi(api_client), watcher, runner, queue, max_batch=args.max_batch,
-                        batch_window=args.batch_window, status_writers=STATUS_WRITERS, event_writers=EVENT_WRITERS)
+                        batch_window=args.batch_window, status_writers=STATUS_WRITERS, event_writers=EVENT_WRITERS,
+                        policy=args.policy)
     stopping = threading.Event()
     started = threading.Event()
 
     threads = []
 
     def start():
-        LOG.info("bridge-controller %s acting (selector %r)", __version__, args.selector)
+        LOG.info("bridge-controller %s acting (selector %r, backend URLs %s, insecure kubeconfig features %s)",
+                 __version__, args.selector, ", ".join(args.allowed_backend_urls) or "any",
+                 ", ".join(args.kubeconfig_features) or "none")
         threads.append(threading.Thread(target=watcher.run, name="bridge-watch", daemon=True))
         threads.append(threading.Thread(target=executor.run_batches, args=(stopping,), name="bridge-batches", daemon=True))
         threads.append(threading.Thread(target=executor.run_polls, args=(stopping,), name="bridge-polls", daemon=True))

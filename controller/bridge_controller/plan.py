@@ -6,12 +6,13 @@ controller killed between a submit and the status write neither submits again no
 job. Reads of many jobs and submits of many CRs are batched per backend by the caller.
 """
 
-from bridge_controller.spec import refusal
+from bridge_controller.spec import refusal as spec_refusal
 from bridge_controller.status import TERMINAL
 
 FINALIZER = "bridge.dev/cancel-job"
 
-# refuse          fail a CR whose spec the CRD's schema cannot check (refusal) before it is submitted
+# refuse          fail a CR before it is submitted when `refusal` finds it wrong in what its schema
+#                 cannot check (a resultQuery) or outside the operator's policy (policy.py)
 # add_finalizer   put the finalizer on before any side effect
 # submit          make sure a job with this identity exists (batched per backend)
 # poll            read the job (one list request per backend for all CRs due)
@@ -19,8 +20,9 @@ FINALIZER = "bridge.dev/cancel-job"
 # remove_finalizer  let Kubernetes delete the CR; only after cancel succeeded or nothing ran
 
 
-def plan(obj):
-    """The actions the CR needs now, in order; () when it needs none."""
+def plan(obj, refusal=spec_refusal):
+    """The actions the CR needs now, in order; () when it needs none. `refusal(obj)` says why a CR
+    is not to be submitted at all (None when it may be)."""
     meta = obj["metadata"]
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}

@@ -57,7 +57,8 @@ def unreachable(error, message=None):
 
 
 def refused(reason, message, **observed):
-    """The job itself was refused, by its backend or the controller (spec.refusal): Failed, for good."""
+    """The job itself was refused, by its backend or the controller (spec.refusal, policy.py): Failed,
+    for good. `observed` may name the Failed condition's reason (refusal_reason)."""
     job = {"phase": "failed", "failure_class": "rejected", "reason": reason}
     return Outcome(dict(observed, job=job, message=message), REFUSED)
 

@@ -12,6 +12,7 @@ import os
 import time
 import uuid
 
+from bridge_controller.backends import CREDENTIALS
 from bridge_controller.handoff import handoff_document, write_to_pipe
 from bridge_controller.processes import LIVE_PIPE_DIRS, kill_descendants, remove_orphans
 from bridge_controller.standby import StandbyPool
@@ -99,7 +100,7 @@ class AnsibleRunner:
         self.may_act = None
 
     def _connection(self, backend):
-        """The playbooks' `backend` extra var: a CA bundle given as text becomes a file (it is public)."""
+        """The module's connection options: a CA bundle given as text becomes a file (it is public)."""
         backend = dict(backend)
         pem = backend.pop("ca_pem", None)
         if pem:
@@ -117,6 +118,8 @@ class AnsibleRunner:
     def _start(self, action, backend):
         import ansible_runner  # the controller needs it; unit tests of the pure parts do not
 
+        if backend.get("type") not in CREDENTIALS:
+            raise RunnerError("no playbook for backend type %r" % (backend.get("type"),))
         pipe = os.path.join(self.pipe_dir, "%s-%s" % (action, uuid.uuid4().hex[:12]))
         os.mkfifo(pipe, 0o600)
         envvars = {"BRIDGE_HANDOFF": pipe, "ANSIBLE_CONFIG": self.ansible_config, "ANSIBLE_LOCALHOST_WARNING": "0",
@@ -134,7 +137,9 @@ class AnsibleRunner:
         started.thread, started.runner = ansible_runner.run_async(
             private_data_dir=os.path.join(self.work_dir, action), project_dir=self.playbook_dir,
             playbook=PLAYBOOKS[action], inventory="localhost ansible_connection=local",
-            extravars={"backend": self._connection(backend)}, envvars=envvars, ident="%s-%s" % (action, uuid.uuid4().hex[:12]),
+            # The one extra var: the type, checked to be one of the backends' names above. The
+            # rest of the connection goes through the pipe, where nothing is a template.
+            extravars={"backend": {"type": backend["type"]}}, envvars=envvars, ident="%s-%s" % (action, uuid.uuid4().hex[:12]),
             rotate_artifacts=self.rotate_artifacts, suppress_env_files=True, quiet=True,
             cancel_callback=lambda: self._cancelled(started))
         return started
@@ -172,7 +177,7 @@ class AnsibleRunner:
     def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120):
         if self.may_act is not None and not self.may_act():
             raise NotActing("%s playbook not started: this replica is not the leader" % action)
-        document = handoff_document(action, backend.get("type"), credentials, jobs, identities, wait_timeout)
+        document = handoff_document(action, self._connection(backend), credentials, jobs, identities, wait_timeout)
         data = json.dumps(document).encode("utf-8")
         started = self.standby.take(action, backend)
         if started is None or not write_to_pipe(started.pipe, data, started.alive, clock=self.clock):

@@ -75,7 +75,7 @@ def overtaken(phase, job):
 
 
 def desired_status(current, generation, job=None, reachable=None, message=None, submitted=False,
-                   backend_error=None, waiting=None, now=None, result_query=None):
+                   backend_error=None, waiting=None, now=None, result_query=None, refusal_reason=None):
     """The status a CR should have after what was just observed.
 
     `job` is the normalized job (None when not read this time), `reachable` whether the backend
@@ -105,7 +105,7 @@ def desired_status(current, generation, job=None, reachable=None, message=None, 
     # A job without a process (a quantum primitive run) has no exit code to name.
     succeeded_message = "exit code %s" % status["exitCode"] if phase == "Completed" and status.get("exitCode") is not None else ""
     conditions = set_condition(conditions, "Succeeded", phase == "Completed", phase, succeeded_message, now, generation)
-    failed_reason = status.get("failureClass") or "Failed"
+    failed_reason = refusal_reason or status.get("failureClass") or "Failed"
     conditions = set_condition(conditions, "Failed", phase == "Failed", failed_reason if phase == "Failed" else phase,
                                status.get("reason") or "" if phase == "Failed" else "", now, generation)
     conditions = set_condition(conditions, "Cancelled", phase == "Cancelled", phase, "", now, generation)

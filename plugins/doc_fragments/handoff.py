@@ -18,8 +18,11 @@ options:
         writes the work and the credentials into the pipe when a custom resource arrives, which
         saves the start of ansible-playbook and the module (about 1.4 s) and keeps the token out of
         files, extra vars and the environment.
-      - The object may hold the keys the module lists in its description; they replace the options
-        of the same names. A handed-over secret (C(token), LSF's C(password), IBM Quantum's C(api_key)) is scrubbed from all
+      - The object may hold the keys the module lists in its description and the connection options
+        C(url), C(namespace), C(api_version), C(iam_url), C(validate_certs) and C(ca_path); they replace
+        the options of the same names. The controller hands the connection over this way because a
+        value in the pipe is data, while an extra var holding a Jinja expression would be rendered as
+        a template. A handed-over secret (C(token), LSF's C(password), IBM Quantum's C(api_key)) is scrubbed from all
         output like the option of its name.
       - When nothing is written within O(handoff_timeout) seconds the module ends unchanged with no
         results.

@@ -7,7 +7,9 @@ Starting ansible-playbook and a module costs about 1.4 s, far more than the requ
 makes. The BridgeJob controller therefore starts its playbooks before the work exists: the module
 blocks on a named pipe and the controller writes the jobs (or identities) and the credentials into
 it when a CR arrives. The credentials so pass from process to process in memory and never rest in
-a file, extra vars or the environment.
+a file, extra vars or the environment. The connection (url, namespace, ...) comes the same way:
+what a BridgeJob's author wrote must never be an extra var, which Ansible would render as a
+template.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,6 +24,10 @@ import select
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._module import check_query, fail_on_bridge_error, with_query
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
+
+# Connection options a handed-over document may set, with their types: the BridgeJob's backend
+# but its type, which picks the module's backend and is the playbook's one extra var.
+HANDOFF_CONNECTION = dict(url=str, namespace=str, api_version=str, iam_url=str, validate_certs=bool, ca_path=str)
 
 HANDOFF_OPTIONS = dict(
     handoff_pipe=dict(type="path"),
@@ -66,8 +72,9 @@ def take_handoff(module, work):
     """Merge the handed-over document into module.params; False when nothing came in time.
 
     `work` maps each key of the work the document may hold to its type; besides it, the document
-    may hold the credentials of the module's backend (its CREDENTIALS, strings). A handed-over
-    secret joins the values every module output is scrubbed of, as a no_log option's value does.
+    may hold the connection options of HANDOFF_CONNECTION and the credentials of the module's
+    backend (its CREDENTIALS, strings). A handed-over secret joins the values every module output
+    is scrubbed of, as a no_log option's value does.
     """
     path = module.params.get("handoff_pipe")
     if module.params.get("credentials"):
@@ -79,6 +86,8 @@ def take_handoff(module, work):
     document = read_handoff(path, module.params["handoff_timeout"])
     if document is None:
         return False
+    work = dict(work)
+    work.update(HANDOFF_CONNECTION)
     merge_document(module, document, work, "handoff_pipe", "the handed-over document")
     return True
 

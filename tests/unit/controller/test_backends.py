@@ -118,7 +118,7 @@ def test_the_handoff_carries_exactly_the_backends_credential_keys(name):
     backend = BACKENDS[name]
     secret = {"user": "u", "token": "t", "password": "p", "ca.crt": "c", "api_key": "k", "apiKey": "k",
               "serviceCrn": "crn"}
-    document = handoff_document("poll", name, secret, identities=())
+    document = handoff_document("poll", {"type": name}, secret, identities=())
     handed = [option for option, key in zip(backend.CREDENTIALS, backend.secret_keys()) if key in secret]
     assert sorted(set(document) - {"identities"}) == sorted(handed)
 

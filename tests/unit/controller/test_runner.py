@@ -2,6 +2,8 @@ import json
 import os
 import threading
 
+import pytest
+
 from ansible_collections.bridge.hpc.plugins.module_utils._handoff import read_handoff
 from bridge_controller.handoff import handoff_document, write_to_pipe
 from bridge_controller.runner import module_result
@@ -10,22 +12,34 @@ from fake_backend import FakeBackend
 from fakes import FakeRunner
 
 
+def on(backend_type, **connection):
+    return dict(connection, type=backend_type)
+
+
 def test_handoff_document_carries_the_work_and_exactly_the_backends_credential_keys():
     secret = {"user": "alice", "token": "t", "ca.crt": "x", "password": "p"}
-    assert handoff_document("submit", "slurm", secret, jobs=[{"identity": "u"}]) == {
+    assert handoff_document("submit", on("slurm"), secret, jobs=[{"identity": "u"}]) == {
         "user": "alice", "token": "t", "jobs": [{"identity": "u"}]}
-    assert handoff_document("submit", "ray", secret, jobs=[]) == {"token": "t", "jobs": []}, "Ray takes no user"
-    assert handoff_document("poll", "slurm", {}, identities=("a", "b")) == {"identities": ["a", "b"]}
-    assert handoff_document("poll", "slurm", {"user": "alice", "token": ""}, identities=()) == {
+    assert handoff_document("submit", on("ray"), secret, jobs=[]) == {"token": "t", "jobs": []}, "Ray takes no user"
+    assert handoff_document("poll", on("slurm"), {}, identities=("a", "b")) == {"identities": ["a", "b"]}
+    assert handoff_document("poll", on("slurm"), {"user": "alice", "token": ""}, identities=()) == {
         "user": "alice", "identities": []}, "an empty key is left out, not handed over empty"
-    assert handoff_document("cancel", "ray", {"token": "t"}, jobs=[], wait_timeout=30) == {
+    assert handoff_document("cancel", on("ray"), {"token": "t"}, jobs=[], wait_timeout=30) == {
         "token": "t", "jobs": [], "wait_timeout": 30}
-    assert handoff_document("poll", "lsf", secret, identities=()) == {
+    assert handoff_document("poll", on("lsf"), secret, identities=()) == {
         "user": "alice", "password": "p", "identities": []}, "LSF logs on with user and password"
-    assert handoff_document("poll", "quantum", dict(secret, apiKey="k", serviceCrn="crn:v1:x", api_key="no"),
+    assert handoff_document("poll", on("quantum"), dict(secret, apiKey="k", serviceCrn="crn:v1:x", api_key="no"),
                             identities=()) == {"api_key": "k", "service_crn": "crn:v1:x", "identities": []}, (
         "the Secret's camelCase keys become the module's options; a key named like the option is not one")
-    assert handoff_document("poll", "nosuch", secret, identities=()) == {"identities": []}, "an unknown backend gets none"
+    assert handoff_document("poll", on("nosuch"), secret, identities=()) == {"identities": []}, "an unknown backend gets none"
+
+
+def test_handoff_document_carries_the_connection_but_its_type():
+    template = "http://h/{{ lookup('pipe', 'id') }}"
+    document = handoff_document("poll", on("slurm", url=template, api_version="v0.0.42", iam_url=None,
+                                           validate_certs=False), {}, identities=())
+    assert document == {"url": template, "api_version": "v0.0.42", "validate_certs": False, "identities": []}, (
+        "the type is the playbook's extra var; unset options are left to the module's defaults")
 
 
 def reader(pipe, got, timeout=10):
@@ -148,7 +162,23 @@ def test_the_controllers_kubeconfig_reaches_the_playbooks_as_k8s_auth_kubeconfig
         runner.close()
     assert started[0]["envvars"]["K8S_AUTH_KUBECONFIG"] == "/etc/bridge/kubeconfig"
     assert "K8S_AUTH_KUBECONFIG" not in started[1]["envvars"]
-    assert started[0]["extravars"] == {"backend": {"type": "kubernetes", "namespace": "team-a"}}
+    assert started[0]["extravars"] == {"backend": {"type": "kubernetes"}}, (
+        "the type is the one extra var: the namespace, as all a BridgeJob's author wrote, goes through the pipe")
+
+
+def test_no_playbook_starts_for_a_backend_type_the_controller_does_not_know(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from bridge_controller.runner import AnsibleRunner, RunnerError
+
+    started = []
+    monkeypatch.setitem(sys.modules, "ansible_runner", types.SimpleNamespace(run_async=lambda **kwargs: started.append(kwargs)))
+    runner = AnsibleRunner(str(tmp_path / "playbooks"), str(tmp_path / "work"), standby=())
+    with pytest.raises(RunnerError, match="no playbook for backend type"):
+        runner._start("poll", {"type": "{{ lookup('pipe', 'id') }}"})
+    runner.close()
+    assert not started
 
 
 def test_only_dead_controllers_pipes_and_processes_are_removed(tmp_path):

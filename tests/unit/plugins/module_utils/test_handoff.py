@@ -44,15 +44,35 @@ def test_the_document_replaces_the_options_and_its_token_is_scrubbed(tmp_path):
 
 def test_the_credentials_handed_over_are_those_of_the_backend(tmp_path):
     # Ray authenticates with a token alone: a user name for it is a mistake of the sender.
-    with pytest.raises(SpecError, match="unexpected keys user in the handed-over document; allowed for ray: jobs, token$"):
+    with pytest.raises(SpecError, match="unexpected keys user in the handed-over document; allowed for ray: "
+                       "api_version, ca_path, iam_url, jobs, namespace, token, url, validate_certs$"):
         handed(tmp_path, {"user": "alice", "token": "s3cret"}, ALLOWED, backend="ray")
 
 
 def test_unknown_keys_and_wrong_types_are_refused_naming_them(tmp_path):
-    with pytest.raises(SpecError, match="unexpected keys password in the handed-over document; allowed for slurm: jobs, token, user"):
+    with pytest.raises(SpecError, match="unexpected keys password in the handed-over document; allowed for slurm: "
+                       "api_version, ca_path, iam_url, jobs, namespace, token, url, user, validate_certs$"):
         handed(tmp_path, {"password": "x"}, ALLOWED)
     with pytest.raises(SpecError, match="jobs in the handed-over document must be a list"):
         handed(tmp_path, {"jobs": "all"}, ALLOWED)
+
+
+def test_the_connection_comes_through_the_pipe_as_data_never_as_a_template(tmp_path):
+    # The controller's playbooks get only the backend's type as an extra var: what a BridgeJob's
+    # author wrote (a URL holding a Jinja expression, say) reaches the module untouched.
+    template = "http://h/{{ lookup('pipe', 'touch marker') }}"
+    connection = {"url": template, "api_version": "v0.0.42", "validate_certs": False, "ca_path": "/run/ca.pem",
+                  "namespace": "team-a", "iam_url": template}
+    module, took = handed(tmp_path, dict(connection, jobs=[]), ALLOWED)
+    assert took and dict((key, module.params[key]) for key in connection) == connection
+    with pytest.raises(SpecError, match="validate_certs in the handed-over document must be a bool"):
+        handed(tmp_path, {"validate_certs": "no"}, ALLOWED)
+
+
+def test_the_credentials_option_takes_no_connection():
+    module = Module(handoff_pipe=None, backend="slurm", credentials={"url": "http://elsewhere"})
+    with pytest.raises(SpecError, match="credentials: unexpected keys url in credentials"):
+        take_handoff(module, ALLOWED)
 
 
 def test_without_a_pipe_the_options_stand():
