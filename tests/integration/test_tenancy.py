@@ -1,0 +1,399 @@
+"""A tenant may not act as the controller: the attacks of issue 21, tried through the real apiserver
+against a running controller logged in with its ServiceAccount's token (deploy/rbac.yaml).
+
+Whoever may create BridgeJobs and Secrets in tenant-a writes, as a tenant would:
+
+* a Jinja expression (a `pipe` lookup that would create a marker file on the controller's
+  machine) in every string field the CRD admits it in, on Slurm 22.05, Ray and Kubernetes Jobs,
+  in backend.url (slurm) and backend.iamUrl (quantum): no marker appears, and where the field
+  reaches the backend, the backend holds the text unchanged (Slurm's job name, output files,
+  working directory, the script it ran and the variables it saw; Ray's runtime_env and metadata;
+  the Kubernetes Job's env and annotations; the request paths a local HTTP listener received);
+  the fields whose schema refuses braces (namespace, apiVersion, environment keys) are refused by
+  the apiserver;
+* a kubeconfig Secret whose user runs a command (exec), and one whose user reads a file of the
+  controller's machine as its token (tokenFile) for a server the tenant listens on: both refused
+  with InsecureKubeconfig before any connection; the listener gets no request;
+* tenant-b's Secret and ConfigMap named from tenant-a: read in tenant-a only, so not found;
+  a kubernetes BridgeJob naming tenant-b's namespace: refused (the admission policy when it is
+  installed, else the controller); no Job in tenant-b;
+* a backend URL outside the operator's --allowed-backend-url: Failed BackendURLNotAllowed and
+  nothing sent; a URL allowed but serving an internal HTTP page: the page is in no status.
+"""
+
+import http.server
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import urllib.parse
+import uuid
+
+import pytest
+
+from conftest import COLLECTIONS, REPO, kube_node_env, quantum_env, ray_env, require_quantum, require_ray, require_slurm
+from controller_support import GROUP, PLURAL, VERSION, free_port, release_labelled
+from test_controller_chaos import account  # noqa: F401 pylint: disable=unused-import
+from test_controller_e2e import kube, wait_for  # noqa: F401 pylint: disable=unused-import
+
+RUN_LABEL = "bridge.dev/tenancy-run"
+PAGE_SECRET = "INTERNAL-PAGE-7f3a9c"
+MARKERS_VARIABLE = "TENANCY_MARKERS"
+
+
+def template(field, spaces=True):
+    """A Jinja expression that, rendered by Ansible on the controller's machine, creates the marker
+    file `field` (in the directory $TENANCY_MARKERS of the controller's environment). Without
+    slashes, so that it fits a file name; without blanks where the schema forbids them (a URL)."""
+    if spaces:
+        return "{{ lookup('pipe', 'touch ${%s}%s') }}" % (MARKERS_VARIABLE, field)
+    return "{{lookup('pipe','touch${IFS}${%s}%s')}}" % (MARKERS_VARIABLE, field)
+
+
+def query_template(field):
+    """A JMESPath raw string literal holding a template: a valid resultQuery selecting its own text."""
+    return "'{{ lookup(\"pipe\", \"touch ${%s}%s\") }}'" % (MARKERS_VARIABLE, field)
+
+
+class Listener:
+    """An HTTP server on 127.0.0.1 that records each request (method, path, headers) and answers
+    with an HTML page holding PAGE_SECRET, as an internal web page would."""
+
+    def __init__(self):
+        self.requests = []
+        listener = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                listener.requests.append((self.command, self.path, dict(self.headers)))
+                body = ("<html><body>%s: the internal admin page</body></html>" % PAGE_SECRET).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _answer  # noqa: N815
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def paths(self):
+        return [urllib.parse.unquote(path) for _method, path, _headers in self.requests]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Tenants:
+    """tenant-a and tenant-b, each a fresh namespace; the calls a test makes as tenant-a."""
+
+    def __init__(self, api_client, labels):
+        from kubernetes import client
+
+        self.client = client
+        self.core = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.batch = client.BatchV1Api(api_client)
+        self.labels = labels
+        suffix = uuid.uuid4().hex[:6]
+        self.a, self.b = "tenant-a-%s" % suffix, "tenant-b-%s" % suffix
+        for name in (self.a, self.b):
+            self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+
+    def secret(self, namespace, name, data):
+        self.core.create_namespaced_secret(namespace, self.client.V1Secret(
+            metadata=self.client.V1ObjectMeta(name=name), string_data=data))
+
+    def config_map(self, namespace, name, data):
+        self.core.create_namespaced_config_map(namespace, self.client.V1ConfigMap(
+            metadata=self.client.V1ObjectMeta(name=name), data=data))
+
+    def bridgejob(self, resource_name, backend, namespace=None, **spec):
+        spec.update(backend=backend, pollInterval=2)
+        body = {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "BridgeJob",
+                "metadata": {"name": resource_name, "labels": dict(self.labels)}, "spec": spec}
+        return self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace or self.a, PLURAL, body)
+
+    def read(self, name):
+        return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.a, PLURAL, name)
+
+    def wait(self, name, check, timeout=180):
+        return wait_for(lambda: self.read(name), check, timeout=timeout)
+
+    def wait_terminal(self, name, timeout=180):
+        return self.wait(name, lambda o: phase(o) in ("Completed", "Failed", "Cancelled"), timeout=timeout)
+
+    def delete(self):
+        for name in (self.a, self.b):
+            self.core.delete_namespace(name)
+
+
+def phase(obj):
+    return (obj.get("status") or {}).get("phase")
+
+
+def condition(obj, kind):
+    return dict((c["type"], c) for c in (obj.get("status") or {}).get("conditions") or []).get(kind) or {}
+
+
+@pytest.fixture(scope="module")
+def tenancy(kube, account, tmp_path_factory):  # pylint: disable=redefined-outer-name
+    """The controller as its ServiceAccount, with an allow-list of the local services' URLs and the
+    listener's; its environment names the marker directory the templates would write into."""
+    env, api_client = kube
+    slurm = require_slurm("22.05")
+    tmp_path = tmp_path_factory.mktemp("tenancy")
+    markers = tempfile.mkdtemp(prefix="tenancy-markers-")
+    outside = tempfile.mkdtemp(prefix="tenancy-out-", dir="/tmp")
+    os.chmod(outside, 0o777)  # the Slurm job's user writes its output here
+    listener, stranger = Listener(), Listener()
+    allowed = [slurm["SLURM_URL"], listener.url, env["KUBE_API"]]
+    allowed += [value for value in ((ray_env() or {}).get("RAY_URL"), (quantum_env() or {}).get("QUANTUM_URL")) if value]
+    labels = {RUN_LABEL: uuid.uuid4().hex[:12]}
+    log_path = tmp_path / "controller.log"
+    command = [sys.executable, "-m", "bridge_controller.main", "--kubeconfig", account[0],
+               "--selector", "%s=%s" % (RUN_LABEL, labels[RUN_LABEL]),
+               "--playbook-dir", os.path.join(REPO, "playbooks"), "--work-dir", str(tmp_path / "runner"),
+               "--collections-path", COLLECTIONS, "--port", str(free_port()), "--bind-address", "127.0.0.1",
+               "--batch-window", "0.3"]
+    for url in allowed:
+        command += ["--allowed-backend-url", url]
+    controller_env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "controller"),
+                          PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    controller_env[MARKERS_VARIABLE] = markers + "/"
+    tenants = Tenants(api_client, labels)
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=controller_env)
+
+    class Context:
+        pass
+
+    ctx = Context()
+    ctx.env, ctx.slurm, ctx.tenants, ctx.markers, ctx.outside = env, slurm, tenants, markers, outside
+    ctx.listener, ctx.stranger, ctx.account_token = listener, stranger, account[1]
+    try:
+        yield ctx
+    finally:
+        process.send_signal(signal.SIGTERM)
+        returncode = process.wait(timeout=120)
+        release_labelled(api_client, "%s=%s" % (RUN_LABEL, labels[RUN_LABEL]))
+        tenants.delete()
+        listener.close()
+        stranger.close()
+        shutil.rmtree(outside, ignore_errors=True)
+    log = log_path.read_text()
+    assert os.listdir(markers) == [], "a template was rendered on the controller's machine"
+    shutil.rmtree(markers, ignore_errors=True)
+    assert ctx.account_token not in log
+    assert returncode == 0, log[-4000:]
+
+
+def assert_no_marker(ctx):
+    assert os.listdir(ctx.markers) == [], "a template was rendered on the controller's machine: %s" % os.listdir(ctx.markers)
+
+
+def slurm_secret(ctx, namespace, name="slurm"):
+    ctx.tenants.secret(namespace, name, {"user": ctx.slurm["SLURM_USER"], "token": ctx.slurm["SLURM_JWT"]})
+    return {"type": "slurm", "url": ctx.slurm["SLURM_URL"], "credentialsSecretRef": {"name": name}}
+
+
+SCRIPT = "#!/bin/bash\n# %s\ncat \"$0\"\necho \"TPL=$TPL\"\necho \"PWD=$(pwd)\"\n" % template("script")
+
+
+def test_templates_in_every_slurm_field_reach_slurm_unchanged_and_are_never_rendered(tenancy):
+    ctx, tenants = tenancy, tenancy.tenants
+    backend = slurm_secret(ctx, tenants.a)
+    working_directory = os.path.join(ctx.outside, "wd-" + template("workingDirectory"))
+    os.mkdir(working_directory)
+    os.chmod(working_directory, 0o777)
+    stdout = os.path.join(ctx.outside, "out-" + template("stdout"))
+    stderr = os.path.join(ctx.outside, "err-" + template("stderr"))
+    tenants.bridgejob("slurm-fields", backend, name="{{7*7}}", script=SCRIPT, environment={"TPL": template("environment")},
+                      workingDirectory=working_directory, stdout=stdout, stderr=stderr,
+                      backendOptions={"slurm": {"mail_user": template("backendOptions"), "mail_type": "NONE"}},
+                      resultQuery=query_template("resultQuery"))
+    # Fields Slurm checks against what it has (no such partition, account, QOS or feature): the
+    # job is refused, and nothing is rendered on the way.
+    tenants.bridgejob("slurm-checked-fields", backend, script="#!/bin/bash\ntrue\n", queue=template("queue"),
+                      account=template("account"), qos=template("qos"), constraints=template("constraints"))
+    done = tenants.wait_terminal("slurm-fields")
+    assert phase(done) == "Completed", done.get("status")
+    assert done["status"]["result"] == query_template("resultQuery")[1:-1], "the literal, selected unrendered"
+    sys.path.insert(0, COLLECTIONS)
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+
+    job = SlurmClient(ctx.slurm["SLURM_URL"], user=ctx.slurm["SLURM_USER"], token=ctx.slurm["SLURM_JWT"]).get(
+        done["status"]["jobId"])
+    assert job["name"] == "{{7*7}}"
+    assert job["native"].get("mail_user") in (None, template("backendOptions"))
+    with open(stdout) as handle:
+        output = handle.read()
+    assert SCRIPT in output, "Slurm ran the script byte-exact"
+    assert "TPL=%s\n" % template("environment") in output and "PWD=%s\n" % working_directory in output
+    assert os.path.exists(stderr)
+    refused = tenants.wait_terminal("slurm-checked-fields")
+    assert phase(refused) == "Failed", refused.get("status")
+    assert_no_marker(ctx)
+
+
+def test_templates_in_every_ray_field_reach_ray_unchanged_and_are_never_rendered(tenancy):
+    ctx, tenants = tenancy, tenancy.tenants
+    ray = require_ray()
+    backend = {"type": "ray", "url": ray["RAY_URL"]}
+    if ray.get("RAY_TOKEN"):
+        tenants.secret(tenants.a, "ray", {"token": ray["RAY_TOKEN"]})
+        backend["credentialsSecretRef"] = {"name": "ray"}
+    script = "#!/usr/bin/env python3\n# %s\nimport os\nprint('TPL=' + os.environ['TPL'])\n" % template("script")
+    tenants.bridgejob("ray-fields", backend, name="{{7*7}}", script=script, environment={"TPL": template("environment")},
+                      backendOptions={"ray": {"metadata": {"note": template("backendOptions")}}},
+                      resultQuery=query_template("resultQuery"))
+    done = tenants.wait_terminal("ray-fields")
+    assert phase(done) == "Completed", done.get("status")
+    assert done["status"]["result"] == query_template("resultQuery")[1:-1]
+    sys.path.insert(0, COLLECTIONS)
+    from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient
+
+    client = RayClient(ray["RAY_URL"], token=ray.get("RAY_TOKEN") or None)
+    job = client.get(done["status"]["jobId"])
+    assert job["native"]["runtime_env"]["env_vars"]["TPL"] == template("environment")
+    assert job["native"]["metadata"]["note"] == template("backendOptions")
+    # Ray itself expands ${VARIABLE} in runtime_env's env_vars (from the worker's environment, where
+    # it is unset); the Jinja expression around it reached the driver as text.
+    expanded = template("environment").replace("${%s}" % MARKERS_VARIABLE, "")
+    assert "TPL=%s\n" % expanded in client.logs(done["status"]["jobId"])
+    assert_no_marker(ctx)
+
+
+def test_templates_in_every_kubernetes_field_reach_the_job_unchanged_and_are_never_rendered(tenancy):
+    ctx, tenants = tenancy, tenancy.tenants
+    if kube_node_env() is None:
+        pytest.skip("no Kubernetes node runs here: tools/kube-node.sh start")
+    script = "#!/bin/sh\n# %s\necho \"TPL=$TPL\"\n" % template("script")
+    options = {"kubernetes": {"image": "localhost/bridge/busybox:latest", "image_pull_policy": "Never",
+                              "annotations": {"bridge-test/note": template("backendOptions")}}}
+    tenants.bridgejob("k8s-fields", {"type": "kubernetes", "namespace": tenants.a}, name="{{7*7}}", script=script,
+                      environment={"TPL": template("environment")}, backendOptions=options,
+                      resources={"memory": "32M"}, resultQuery=query_template("resultQuery"))
+    done = tenants.wait_terminal("k8s-fields")
+    assert phase(done) == "Completed", done.get("status")
+    assert done["status"]["result"] == query_template("resultQuery")[1:-1]
+    job = tenants.batch.read_namespaced_job(done["status"]["jobId"], tenants.a)
+    container = job.spec.template.spec.containers[0]
+    assert {e.name: e.value for e in container.env or []}["TPL"] == template("environment")
+    assert job.metadata.annotations["bridge-test/note"] == template("backendOptions")
+    assert job.metadata.annotations["bridge.dev/name"] == "{{7*7}}"
+    assert_no_marker(ctx)
+
+
+def test_templates_in_the_url_and_iam_url_are_sent_as_text(tenancy):
+    ctx, tenants = tenancy, tenancy.tenants
+    backend = slurm_secret(ctx, tenants.a, "slurm-url")
+    backend["url"] = "%s/%s" % (ctx.listener.url, template("url", spaces=False))
+    tenants.bridgejob("url-template", backend, script="#!/bin/bash\ntrue\n")
+    quantum = require_quantum()
+    tenants.secret(tenants.a, "quantum", {"apiKey": quantum["QUANTUM_API_KEY"], "serviceCrn": quantum["QUANTUM_SERVICE_CRN"]})
+    tenants.bridgejob("iam-template", {"type": "quantum", "url": quantum["QUANTUM_URL"],
+                                       "iamUrl": "%s/%s" % (ctx.listener.url, template("iamUrl", spaces=False)),
+                                       "credentialsSecretRef": {"name": "quantum"}},
+                      script="OPENQASM 3.0;\nqubit[1] q;\nbit[1] c;\nc[0] = measure q[0];\n", queue="ibm_manila")
+    for name, field in (("url-template", "url"), ("iam-template", "iamUrl")):
+        refused = tenants.wait(name, lambda o: condition(o, "BackendReachable").get("status") == "False" or phase(o) == "Failed")
+        assert any(template(field, spaces=False) in path for path in ctx.listener.paths()), ctx.listener.paths()
+        assert PAGE_SECRET not in repr(refused.get("status")), "an internal page's body never reaches a status"
+    assert_no_marker(ctx)
+
+
+def test_schema_fields_refuse_templates_at_admission(tenancy):
+    tenants = tenancy.tenants
+    for backend, spec in (({"type": "kubernetes", "namespace": template("namespace")}, {}),
+                          ({"type": "slurm", "url": "http://127.0.0.1:1", "apiVersion": template("apiVersion"),
+                            "credentialsSecretRef": {"name": "slurm"}}, {}),
+                          ({"type": "kubernetes"}, {"environment": {template("key"): "x"}})):
+        with pytest.raises(tenants.client.exceptions.ApiException) as refused:
+            tenants.bridgejob("schema-%s" % uuid.uuid4().hex[:6], backend, script="#!/bin/sh\n", **spec)
+        assert refused.value.status == 422
+
+
+def kubeconfig(server, user):
+    import yaml
+
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "c",
+                           "clusters": [{"name": "k", "cluster": {"server": server}}],
+                           "users": [{"name": "u", "user": user}],
+                           "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": "default"}}]})
+
+
+def test_a_tenants_kubeconfig_neither_runs_commands_nor_reads_the_controllers_files(tenancy):
+    ctx, tenants = tenancy, tenancy.tenants
+    controller_file = os.path.join(ctx.outside, "controller-token")
+    with open(controller_file, "w") as handle:
+        handle.write("CONTROLLER-FILE-d41d8c")
+    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "sh",
+                          "args": ["-c", "touch ${%s}exec" % MARKERS_VARIABLE], "interactiveMode": "Never"}}
+    for name, user, field in (("kc-exec", exec_user, "users[0].user.exec"),
+                              ("kc-token-file", {"tokenFile": controller_file}, "users[0].user.tokenFile")):
+        tenants.secret(tenants.a, name, {"kubeconfig": kubeconfig(ctx.listener.url, user)})
+        tenants.bridgejob(name, {"type": "kubernetes", "credentialsSecretRef": {"name": name}}, script="#!/bin/sh\ntrue\n",
+                          backendOptions={"kubernetes": {"image": "localhost/bridge/busybox:latest"}})
+    before = len(ctx.listener.requests)
+    for name, _user, field in (("kc-exec", None, "users[0].user.exec"), ("kc-token-file", None, "users[0].user.tokenFile")):
+        refused = tenants.wait(name, lambda o: condition(o, "BackendReachable").get("reason") == "InsecureKubeconfig")
+        assert condition(refused, "BackendReachable")["message"].startswith(field + " in the Secret's kubeconfig")
+        assert phase(refused) == "Pending" and "jobId" not in refused["status"]
+    assert len(ctx.listener.requests) == before, "nothing was sent to the kubeconfig's server"
+    assert not any("CONTROLLER-FILE" in repr(headers) for _m, _p, headers in ctx.listener.requests)
+    assert_no_marker(ctx)
+
+
+def test_tenant_a_reaches_nothing_of_tenant_b(tenancy):
+    ctx, tenants = tenancy, tenancy.tenants
+    slurm_secret(ctx, tenants.b, "slurm-b")
+    tenants.config_map(tenants.b, "scripts-b", {"run.sh": "#!/bin/bash\necho from b\n"})
+    tenants.bridgejob("secret-of-b", {"type": "slurm", "url": ctx.slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm-b"}},
+                      script="#!/bin/bash\ntrue\n")
+    slurm_secret(ctx, tenants.a, "slurm-own")
+    tenants.bridgejob("script-of-b", {"type": "slurm", "url": ctx.slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm-own"}},
+                      scriptFrom={"configMapKeyRef": {"name": "scripts-b", "key": "run.sh"}})
+    try:
+        tenants.bridgejob("job-in-b", {"type": "kubernetes", "namespace": tenants.b}, script="#!/bin/sh\ntrue\n",
+                          backendOptions={"kubernetes": {"image": "localhost/bridge/busybox:latest"}})
+    except tenants.client.exceptions.ApiException as exc:
+        # The admission policy (deploy/admission-policy.yaml) refuses it before it is stored.
+        assert exc.status in (400, 403, 422) and "namespace" in exc.body, exc.body
+    else:
+        refused = tenants.wait("job-in-b", lambda o: phase(o) == "Failed")
+        assert condition(refused, "Failed")["reason"] == "NamespaceNotAllowed"
+        assert not refused["metadata"].get("finalizers"), "refused before any side effect"
+    unreachable = tenants.wait("secret-of-b", lambda o: condition(o, "BackendReachable").get("status") == "False")
+    assert "jobId" not in unreachable["status"]
+    waiting = tenants.wait("script-of-b", lambda o: condition(o, "Submitted").get("reason") == "ScriptNotFound")
+    assert tenants.a in condition(waiting, "Submitted")["message"] and "jobId" not in waiting["status"]
+    assert tenants.batch.list_namespaced_job(tenants.b).items == []
+    assert tenants.core.list_namespaced_config_map(tenants.b, label_selector="app.kubernetes.io/managed-by=bridge").items == []
+
+
+def test_urls_outside_the_allow_list_get_nothing_and_internal_pages_stay_out_of_statuses(tenancy):
+    ctx, tenants = tenancy, tenancy.tenants
+    backend = slurm_secret(ctx, tenants.a, "slurm-elsewhere")
+    tenants.bridgejob("not-allowed", dict(backend, url=ctx.stranger.url), script="#!/bin/bash\ntrue\n")
+    tenants.bridgejob("internal-page", dict(backend, url=ctx.listener.url), script="#!/bin/bash\ntrue\n")
+    refused = tenants.wait("not-allowed", lambda o: phase(o) == "Failed")
+    assert condition(refused, "Failed")["reason"] == "BackendURLNotAllowed"
+    assert condition(refused, "Failed")["message"].startswith("spec.backend.url: %s is not among" % ctx.stranger.url)
+    assert ctx.stranger.requests == [], "nothing is sent to a URL outside the list"
+    page = tenants.wait("internal-page", lambda o: condition(o, "BackendReachable").get("status") == "False" or phase(o) == "Failed")
+    assert PAGE_SECRET not in repr(page["status"])
+    events = tenants.core.list_namespaced_event(tenants.a).items
+    assert PAGE_SECRET not in repr([event.message for event in events])
