@@ -77,7 +77,7 @@ def test_every_deploy_file_parses_and_kustomization_lists_the_manifests():
         assert len(load_all(path)) == 1, path
         for doc in manifests(path):
             assert doc.get("apiVersion") and doc.get("kind"), path
-            assert doc["kind"] == "Kustomization" or doc.get("metadata", {}).get("name"), path
+            assert doc["kind"] in ("Kustomization", "Component") or doc.get("metadata", {}).get("name"), path
     kustomization = load_all(os.path.join(DEPLOY, "kustomization.yaml"))[0]
     top_level = sorted(os.path.basename(path) for path in glob.glob(os.path.join(DEPLOY, "*.yaml")))
     top_level.remove("kustomization.yaml")

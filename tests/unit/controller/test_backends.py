@@ -29,8 +29,9 @@ def backend_schema():
     return schema["properties"]["spec"]["properties"]["backend"]
 
 
-def rule_about(field):
-    rules = [rule for rule in backend_schema()["x-kubernetes-validations"] if rule.get("fieldPath") == "." + field]
+def rule_about(field, reason=None):
+    rules = [rule for rule in backend_schema()["x-kubernetes-validations"]
+             if rule.get("fieldPath") == "." + field and reason in (None, rule.get("reason"))]
     assert len(rules) == 1, "one rule about backend.%s, not %d" % (field, len(rules))
     return rules[0]
 
@@ -53,7 +54,7 @@ def test_the_crds_backend_types_are_the_registry():
 
 def test_the_crd_requires_a_url_exactly_for_the_backends_that_have_one():
     assert "url" not in backend_schema()["required"], "a backend without a URL must be expressible"
-    rule = rule_about("url")
+    rule = rule_about("url", "FieldValueRequired")
     expected = "!(self.type in [%s]) || has(self.url)" % ", ".join(
         "'%s'" % name for name in sorted(BACKENDS) if needs_url(BACKENDS[name]))
     assert rule["rule"] == expected
@@ -77,6 +78,18 @@ def test_backend_namespace_is_allowed_exactly_for_the_backends_whose_jobs_live_i
     namespaced = set(name for name, backend in BACKENDS.items() if "namespace" in backend.connection_options())
     assert set(backends.NAMESPACED) == namespaced
     assert named_backends(rule_about("namespace")) == namespaced
+
+
+def test_the_controllers_own_connection_is_fixed_exactly_for_the_backends_reached_without_a_url():
+    """A backend with no URL (kubernetes) falls back to the controller's own cluster and credentials
+    when the BridgeJob names no Secret: there its url, CA and validateCerts are not the author's."""
+    in_cluster = set(name for name, backend in BACKENDS.items() if not needs_url(backend))
+    assert in_cluster
+    for field in ("url", "caConfigMapRef", "validateCerts"):
+        rule = rule_about(field, "FieldValueForbidden")
+        assert named_backends(rule) == in_cluster, rule["rule"]
+        assert "has(self.credentialsSecretRef)" in rule["rule"], rule["rule"]
+        assert "without credentialsSecretRef" in rule["message"], rule["message"]
 
 
 def test_the_resolver_puts_kubernetes_jobs_in_the_bridgejobs_namespace_unless_the_backend_names_one():

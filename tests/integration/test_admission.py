@@ -1,0 +1,297 @@
+"""Issue 21 against a real kube-apiserver (v1.34, --authorization-mode=Node,RBAC): a BridgeJob never
+lets its author act as the controller.
+
+deploy/admission-policy.yaml is applied (and stays: the other tests create BridgeJobs as the admin,
+whom it lets through) and checked with two authors, ServiceAccounts of a fresh tenant namespace:
+alice may create BridgeJobs and Jobs there, bob only BridgeJobs. deploy/multi-tenant/ is rendered
+with kustomize and applied under names of its own (its own ServiceAccount, ClusterRoles and
+bindings), so that the ClusterRoleBinding it leaves out, which the other tests rely on, is never
+removed.
+"""
+
+import copy
+import os
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from test_crd import DEPLOY, GROUP, PLURAL, VERSION, apply, manifests, rejection, sample, unavailable
+from test_crd import admin, deployed, kube  # noqa: F401 pylint: disable=unused-import
+
+POLICY = "bridge-jobs-within-their-authors-rights"
+EVERY_NAMESPACE = "bridge-controller-tenant-every-namespace"
+CONTROLLER = ("bridge-system", "bridge-controller")
+# What a tenant's author is given in their namespace: BridgeJobs, and for alice also Jobs.
+AUTHOR_RULES = [{"apiGroups": ["bridge.dev"], "resources": ["bridgejobs"], "verbs": ["create", "get", "patch"]}]
+JOB_RULES = [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]}]
+
+
+def login(kube, admin_client, namespace, account):  # pylint: disable=redefined-outer-name
+    """An API client that authenticates with a fresh token of the ServiceAccount."""
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600))
+    token = client.CoreV1Api(admin_client).create_namespaced_service_account_token(account, namespace, request).status.token
+    configuration = client.Configuration()
+    configuration.host = kube["KUBE_API"]
+    configuration.ssl_ca_cert = kube["KUBE_CA_FILE"]
+    configuration.api_key = {"authorization": token}
+    configuration.api_key_prefix = {"authorization": "Bearer"}
+    return client.ApiClient(configuration)
+
+
+def grant(rbac, namespace, account, name, rules):
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": rules})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
+
+
+def kubernetes_job(name, **backend):
+    body = sample("kubernetes.yaml", "BridgeJob")
+    body["metadata"]["name"] = name
+    body["spec"]["backend"].update(backend)
+    return body
+
+
+@pytest.fixture(scope="module")
+def tenants(kube, deployed):  # pylint: disable=redefined-outer-name
+    """deploy/admission-policy.yaml applied; namespaces tenant-a-<id> and tenant-b-<id>; in tenant-a the
+    authors alice (BridgeJobs and Jobs) and bob (BridgeJobs only), logged in with their tokens."""
+    dynamic = DynamicClient(deployed)
+    for doc in manifests(os.path.join(DEPLOY, "admission-policy.yaml")):
+        apply(dynamic, doc)
+    core, rbac = client.CoreV1Api(deployed), client.RbacAuthorizationV1Api(deployed)
+    run = uuid.uuid4().hex[:8]
+    ctx = type("Tenants", (), {})()
+    ctx.a, ctx.b = "tenant-a-%s" % run, "tenant-b-%s" % run
+    ctx.run = run
+    for namespace in (ctx.a, ctx.b):
+        core.create_namespace({"metadata": {"name": namespace, "labels": {"bridge.dev/test": "admission"}}})
+    try:
+        for author in ("alice", "bob"):
+            core.create_namespaced_service_account(ctx.a, {"metadata": {"name": author}})
+            grant(rbac, ctx.a, author, "%s-bridgejobs" % author, AUTHOR_RULES)
+        grant(rbac, ctx.a, "alice", "alice-jobs", JOB_RULES)
+        for namespace in (ctx.a, ctx.b):
+            core.create_namespaced_secret(namespace, {"metadata": {"name": "slurm-credentials"},
+                                                      "stringData": {"user": "u", "token": "t"}})
+        ctx.alice = client.CustomObjectsApi(login(kube, deployed, ctx.a, "alice"))
+        ctx.bob = client.CustomObjectsApi(login(kube, deployed, ctx.a, "bob"))
+        ctx.admin = client.CustomObjectsApi(deployed)
+        ctx.bob_name = "system:serviceaccount:%s:bob" % ctx.a
+        # The apiserver loads a new policy, and serves a new CRD's kind, a moment after it is written.
+        deadline = time.time() + 60
+        while True:
+            try:
+                ctx.bob.create_namespaced_custom_object(GROUP, VERSION, ctx.a, PLURAL, kubernetes_job("probe"), dry_run="All")
+            except ApiException as error:
+                if error.status == 403 and POLICY in error.body:
+                    break
+                if error.status not in (403, 404) or time.time() > deadline:
+                    raise
+            assert time.time() < deadline, "the policy did not refuse bob within 60 s"
+            time.sleep(0.5)
+        yield ctx
+    finally:
+        for namespace in (ctx.a, ctx.b):
+            core.delete_namespace(namespace)
+
+
+def create(api, namespace, body):
+    return api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+
+
+# ------------------------------------------------------------------ the policy as served
+
+def test_the_policy_type_checks_against_the_crd(tenants, deployed):
+    """The apiserver type-checks the expressions against the BridgeJob schema in the background and
+    writes warnings into the policy's status."""
+    registration = client.AdmissionregistrationV1Api(deployed)
+    deadline = time.time() + 30
+    while True:
+        policy = registration.read_validating_admission_policy(POLICY)
+        if policy.status and policy.status.observed_generation == policy.metadata.generation:
+            break
+        assert time.time() < deadline, "the policy's status was not written: %s" % policy.status
+        time.sleep(0.5)
+    assert not (policy.status.type_checking and policy.status.type_checking.expression_warnings), policy.status.type_checking
+
+
+def test_an_author_who_may_not_create_jobs_cannot_have_the_controller_create_one(tenants):
+    status, message, _fields = rejection(create, tenants.bob, tenants.a, kubernetes_job("bobs"))
+    assert status == 403, message
+    assert "ValidatingAdmissionPolicy '%s'" % POLICY in message, message
+    assert "'%s' may not create Jobs (batch) in namespace '%s'" % (tenants.bob_name, tenants.a) in message, message
+    assert "runs its Job with the controller's ServiceAccount" in message, message
+
+
+def test_an_author_who_may_create_jobs_may_have_the_controller_create_one(tenants):
+    created = create(tenants.alice, tenants.a, kubernetes_job("alices"))
+    assert created["spec"]["backend"] == {"type": "kubernetes", "validateCerts": True}
+    own = create(tenants.alice, tenants.a, kubernetes_job("alices-own-namespace", namespace=tenants.a))
+    assert own["spec"]["backend"]["namespace"] == tenants.a
+
+
+def test_a_job_of_the_controllers_stays_in_the_bridgejobs_namespace(tenants):
+    status, message, _fields = rejection(create, tenants.alice, tenants.a, kubernetes_job("elsewhere", namespace=tenants.b))
+    assert status == 422, message
+    assert ("spec.backend.namespace: '%s' is not this BridgeJob's namespace '%s'" % (tenants.b, tenants.a)) in message, message
+    # Not even the admin: a Job elsewhere is a kubeconfig Secret's business, not the controller's.
+    status, message, _fields = rejection(create, tenants.admin, tenants.a, kubernetes_job("elsewhere", namespace="kube-system"))
+    assert status == 422 and "is not this BridgeJob's namespace" in message, message
+
+
+def test_bridgejobs_that_do_not_run_with_the_controllers_account_are_not_its_concern(tenants):
+    slurm = sample("slurm.yaml", "BridgeJob")
+    slurm["metadata"]["name"] = "bobs-slurm"
+    assert create(tenants.bob, tenants.a, slurm)["spec"]["backend"]["type"] == "slurm"
+    # Another cluster, with a kubeconfig bob had to have (the Secret need not exist to be admitted).
+    other = kubernetes_job("bobs-other-cluster", credentialsSecretRef={"name": "other-cluster"}, namespace="batch",
+                           url="https://other-cluster.example.org:6443")
+    assert create(tenants.bob, tenants.a, other)["spec"]["backend"]["namespace"] == "batch"
+
+
+def test_who_changes_the_spec_must_hold_the_rights_but_a_label_or_finalizer_is_no_job(tenants):
+    name = "alices-to-change"
+    create(tenants.alice, tenants.a, kubernetes_job(name))
+    status, message, _fields = rejection(tenants.bob.patch_namespaced_custom_object, GROUP, VERSION, tenants.a, PLURAL, name,
+                                         {"spec": {"pollInterval": 5}})
+    assert status == 403 and "may not create Jobs (batch)" in message, message
+    labelled = tenants.bob.patch_namespaced_custom_object(GROUP, VERSION, tenants.a, PLURAL, name,
+                                                          {"metadata": {"labels": {"team": "b"}}})
+    assert labelled["metadata"]["labels"]["team"] == "b"
+    assert tenants.alice.patch_namespaced_custom_object(GROUP, VERSION, tenants.a, PLURAL, name,
+                                                        {"spec": {"pollInterval": 5}})["spec"]["pollInterval"] == 5
+
+
+def test_the_schema_keeps_the_controllers_own_connection(tenants):
+    """The CRD's rule, also for an author who may create Jobs: without a Secret, no url."""
+    body = kubernetes_job("alices-url", url="https://attacker.example.org")
+    status, message, fields = rejection(create, tenants.alice, tenants.a, body)
+    assert status == 422 and "spec.backend.url" in fields, message
+    assert "is forbidden for backend.type kubernetes without credentialsSecretRef" in message
+    body["spec"]["backend"]["credentialsSecretRef"] = {"name": "other-cluster"}
+    create(tenants.alice, tenants.a, body)
+
+
+# ------------------------------------------------------------------ RBAC: one binding per tenant
+
+def kustomize(kubectl, directory):
+    """`kubectl kustomize` of an overlay of deploy/ with the multi-tenant Component, as an operator
+    writes it (outside deploy/: kustomize refuses an overlay inside its base's directory)."""
+    kubectl = shutil.which(kubectl or "kubectl")
+    if not kubectl:
+        unavailable("no kubectl to render deploy/multi-tenant/ with (tools/kube-control-plane.sh build links one)")
+    with open(os.path.join(directory, "kustomization.yaml"), "w") as handle:
+        yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                        "resources": [os.path.relpath(DEPLOY, directory)],
+                        "components": [os.path.relpath(os.path.join(DEPLOY, "multi-tenant"), directory)]}, handle)
+    rendered = subprocess.run([kubectl, "kustomize", directory], capture_output=True, text=True, check=True).stdout
+    return [doc for doc in yaml.safe_load_all(rendered) if doc]
+
+
+def renamed(doc, suffix, namespaces):
+    """doc under names of this test: every RBAC name gets the suffix, namespaces are mapped."""
+    doc = copy.deepcopy(doc)
+    doc["metadata"]["name"] += suffix
+    if "namespace" in doc["metadata"]:
+        doc["metadata"]["namespace"] = namespaces[doc["metadata"]["namespace"]]
+    if "roleRef" in doc:
+        doc["roleRef"]["name"] += suffix
+    for subject in doc.get("subjects", []):
+        subject["name"] += suffix
+        subject["namespace"] = namespaces[subject["namespace"]]
+    return doc
+
+
+@pytest.fixture(scope="module")
+def multi_tenant(kube, tenants, deployed, tmp_path_factory):  # pylint: disable=redefined-outer-name
+    """The RBAC of deploy/ with the multi-tenant Component and tenant-rolebinding.yaml for tenant-a,
+    for a ServiceAccount bridge-controller-<id> of a namespace of its own; yields its username and
+    an API client logged in as it."""
+    rendered = kustomize(kube.get("KUBECTL"), str(tmp_path_factory.mktemp("multi-tenant")))
+    kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    rbac_objects = [doc for doc in rendered if doc["kind"] in kinds]
+    assert EVERY_NAMESPACE not in [doc["metadata"]["name"] for doc in rbac_objects]
+    assert {"bridge-controller", "bridge-controller-tenant"} <= set(doc["metadata"]["name"] for doc in rbac_objects
+                                                                   if doc["kind"] == "ClusterRole")
+    tenant_binding = manifests(os.path.join(DEPLOY, "multi-tenant", "tenant-rolebinding.yaml"))[0]
+    suffix = "-" + tenants.run
+    system = "bridge-mt-%s" % tenants.run
+    namespaces = {CONTROLLER[0]: system, tenant_binding["metadata"]["namespace"]: tenants.a}
+    core, dynamic = client.CoreV1Api(deployed), DynamicClient(deployed)
+    core.create_namespace({"metadata": {"name": system, "labels": {"bridge.dev/test": "admission"}}})
+    created = []
+    try:
+        for doc in rbac_objects + [tenant_binding]:
+            doc = renamed(doc, suffix, namespaces)
+            apply(dynamic, doc)
+            created.append(doc)
+        account = CONTROLLER[1] + suffix
+        yield "system:serviceaccount:%s:%s" % (system, account), login(kube, deployed, system, account)
+    finally:
+        for doc in created:
+            if "namespace" not in doc["metadata"]:
+                dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"]).delete(name=doc["metadata"]["name"])
+        core.delete_namespace(system)
+
+
+def allowed(api_client, user, verb, resource, namespace=None, group="", name=None):
+    """The apiserver's answer for a ServiceAccount's request. A request for a namespace object has
+    that namespace as its namespace too (what a RoleBinding there can grant)."""
+    groups = ["system:serviceaccounts", "system:serviceaccounts:" + user.split(":")[2], "system:authenticated"]
+    review = client.AuthorizationV1Api(api_client).create_subject_access_review({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": user, "groups": groups,
+                 "resourceAttributes": {"verb": verb, "group": group, "resource": resource, "namespace": namespace,
+                                        "name": name}}})
+    return review.status.allowed
+
+
+def test_multi_tenant_the_controller_acts_only_in_the_namespaces_bound_to_it(multi_tenant, tenants, deployed):
+    user, controller = multi_tenant
+    deadline = time.time() + 30
+    # RBAC serves a new binding a moment after it is written.
+    while not allowed(deployed, user, "create", "jobs", tenants.a, group="batch"):
+        assert time.time() < deadline, "the tenant RoleBinding did not take effect"
+        time.sleep(0.5)
+    for namespace, expected in ((tenants.a, True), (tenants.b, False), ("kube-system", False)):
+        assert allowed(deployed, user, "get", "secrets", namespace) is expected, namespace
+        assert allowed(deployed, user, "create", "jobs", namespace, group="batch") is expected, namespace
+        assert allowed(deployed, user, "create", "configmaps", namespace) is expected, namespace
+        assert allowed(deployed, user, "get", "pods", namespace, name="x") is expected, namespace
+        # A namespace's RoleBinding grants the get of that namespace object itself.
+        assert allowed(deployed, user, "get", "namespaces", namespace, name=namespace) is expected, namespace
+    # What stays cluster-wide: BridgeJobs wherever they are, their events, the nodes' capacity.
+    assert allowed(deployed, user, "watch", "bridgejobs", group="bridge.dev")
+    assert allowed(deployed, user, "patch", "bridgejobs", tenants.b, group="bridge.dev")
+    assert allowed(deployed, user, "create", "events", tenants.b)
+    assert allowed(deployed, user, "list", "nodes")
+    assert not allowed(deployed, user, "list", "secrets")
+
+    # And with its own token, as the controller would ask.
+    core = client.CoreV1Api(controller)
+    assert core.read_namespaced_secret("slurm-credentials", tenants.a).data["user"]
+    assert core.read_namespace(tenants.a).metadata.name == tenants.a
+    for call, args in ((core.read_namespaced_secret, ("slurm-credentials", tenants.b)), (core.read_namespace, (tenants.b,)),
+                       (core.read_namespaced_secret, ("slurm-credentials", "kube-system"))):
+        with pytest.raises(ApiException) as caught:
+            call(*args)
+        assert caught.value.status == 403, caught.value.body
+    listed = client.CustomObjectsApi(controller).list_cluster_custom_object(GROUP, VERSION, PLURAL)
+    assert tenants.a in set(item["metadata"]["namespace"] for item in listed["items"])
+
+
+def test_by_default_the_controller_runs_bridgejobs_in_every_namespace(tenants, deployed):
+    """One team, one cluster: deploy/rbac.yaml binds the tenant role everywhere."""
+    user = "system:serviceaccount:%s:%s" % CONTROLLER
+    for namespace in (tenants.a, tenants.b):
+        assert allowed(deployed, user, "get", "secrets", namespace)
+        assert allowed(deployed, user, "create", "jobs", namespace, group="batch")
+    assert not allowed(deployed, user, "list", "secrets", tenants.a)
