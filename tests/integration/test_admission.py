@@ -219,8 +219,8 @@ def multi_tenant(kube, tenants, deployed, tmp_path_factory):  # pylint: disable=
     kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
     rbac_objects = [doc for doc in rendered if doc["kind"] in kinds]
     assert EVERY_NAMESPACE not in [doc["metadata"]["name"] for doc in rbac_objects]
-    assert {"bridge-controller", "bridge-controller-tenant"} <= set(doc["metadata"]["name"] for doc in rbac_objects
-                                                                   if doc["kind"] == "ClusterRole")
+    cluster_roles = set(doc["metadata"]["name"] for doc in rbac_objects if doc["kind"] == "ClusterRole")
+    assert {"bridge-controller", "bridge-controller-tenant"} <= cluster_roles
     tenant_binding = manifests(os.path.join(DEPLOY, "multi-tenant", "tenant-rolebinding.yaml"))[0]
     suffix = "-" + tenants.run
     system = "bridge-mt-%s" % tenants.run
