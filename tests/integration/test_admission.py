@@ -22,7 +22,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from test_crd import DEPLOY, GROUP, PLURAL, VERSION, apply, manifests, rejection, sample, unavailable
+from test_crd import DEPLOY, GROUP, PLURAL, VERSION, apply, login, manifests, rejection, sample, unavailable
 from test_crd import admin, deployed, kube  # noqa: F401 pylint: disable=unused-import
 
 POLICY = "bridge-jobs-within-their-authors-rights"
@@ -31,18 +31,6 @@ CONTROLLER = ("bridge-system", "bridge-controller")
 # What a tenant's author is given in their namespace: BridgeJobs, and for alice also Jobs.
 AUTHOR_RULES = [{"apiGroups": ["bridge.dev"], "resources": ["bridgejobs"], "verbs": ["create", "get", "patch"]}]
 JOB_RULES = [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]}]
-
-
-def login(kube, admin_client, namespace, account):  # pylint: disable=redefined-outer-name
-    """An API client that authenticates with a fresh token of the ServiceAccount."""
-    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600))
-    token = client.CoreV1Api(admin_client).create_namespaced_service_account_token(account, namespace, request).status.token
-    configuration = client.Configuration()
-    configuration.host = kube["KUBE_API"]
-    configuration.ssl_ca_cert = kube["KUBE_CA_FILE"]
-    configuration.api_key = {"authorization": token}
-    configuration.api_key_prefix = {"authorization": "Bearer"}
-    return client.ApiClient(configuration)
 
 
 def grant(rbac, namespace, account, name, rules):

@@ -487,8 +487,13 @@ def test_status_is_validated_too(objects, namespace, status, field):
 @pytest.fixture(scope="module")
 def controller(kube, deployed):
     """An API client that authenticates as system:serviceaccount:bridge-system:bridge-controller."""
+    return login(kube, deployed, CONTROLLER_NAMESPACE, CONTROLLER_ACCOUNT)
+
+
+def login(kube, admin_client, namespace, account):  # pylint: disable=redefined-outer-name
+    """An API client that authenticates with a fresh token of the ServiceAccount."""
     request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600))
-    token = client.CoreV1Api(deployed).create_namespaced_service_account_token(CONTROLLER_ACCOUNT, CONTROLLER_NAMESPACE, request).status.token
+    token = client.CoreV1Api(admin_client).create_namespaced_service_account_token(account, namespace, request).status.token
     configuration = client.Configuration()
     configuration.host = kube["KUBE_API"]
     configuration.ssl_ca_cert = kube["KUBE_CA_FILE"]
