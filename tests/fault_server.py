@@ -8,6 +8,7 @@ Any method, any path; one fault at a time, chosen by `mode` (settable while the 
         client = Client(server.url)
         ...
         server.mode = "truncated"
+        server.serve_page(404, "text/plain", "a page of another service")   # mode "page"
 
 Every answer is bounded in time (`slow` sleeps `delay` seconds, at most MAX_DELAY) and closes the
 connection. The `html` and `status_500_html` pages echo the request's headers back, as debugging
@@ -32,10 +33,13 @@ WRONG_TYPES = {
     "usage_limit_reached": "no", "n_qubits": "5", "results": {}, "pub_results": 1,
 }
 HUGE_LIST_LENGTH = 20000
+REASONS = {200: "OK", 404: "Not Found"}
 MAX_DELAY = 3.0
 
 MODES = ("wrong_types", "html", "empty", "truncated", "huge_list", "not_json_object", "reset", "slow",
          "status_500_html")
+# Not a fault of its own: the page serve_page() set, for tests of what a client repeats of a body.
+PAGE = "page"
 
 LOGIN_PAGE = """<!DOCTYPE html>
 <html><head><title>Sign in</title></head>
@@ -68,6 +72,7 @@ class FaultServer(object):
         self.mode = mode
         self.delay = delay
         self.requests = []
+        self.page = (200, "text/plain", b"")
         self._lock = threading.Lock()
         self._huge = None
         owner = self
@@ -93,9 +98,14 @@ class FaultServer(object):
 
     @mode.setter
     def mode(self, mode):
-        if mode not in MODES:
-            raise ValueError("unknown fault mode %r; known: %s" % (mode, ", ".join(MODES)))
+        if mode not in MODES + (PAGE,):
+            raise ValueError("unknown fault mode %r; known: %s" % (mode, ", ".join(MODES + (PAGE,))))
         self._mode = mode
+
+    def serve_page(self, status, content_type, text):
+        """Answer every request with this page (mode "page")."""
+        self.page = (status, content_type, text.encode("utf-8"))
+        self.mode = PAGE
 
     def start(self):
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
@@ -136,7 +146,7 @@ class FaultServer(object):
         if mode == "slow":
             time.sleep(min(self.delay, MAX_DELAY))
         status, content_type, body = self._answer(mode, method, path, headers)
-        head = ["HTTP/1.1 %d %s" % (status, "OK" if status == 200 else "Internal Server Error"),
+        head = ["HTTP/1.1 %d %s" % (status, REASONS.get(status, "Internal Server Error")),
                 "Content-Type: %s" % content_type, "Content-Length: %d" % len(body), "Connection: close", "", ""]
         try:
             handler.wfile.write("\r\n".join(head).encode("latin-1") + body)
@@ -191,4 +201,6 @@ class FaultServer(object):
             return 200, "application/json", b"[1, 2, 3]"
         if mode == "status_500_html":
             return 500, "text/html; charset=utf-8", (ERROR_PAGE % echo).encode()
+        if mode == PAGE:
+            return self.page
         raise AssertionError("unhandled mode %r" % mode)

@@ -18,7 +18,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import datetime
+import json
 import re
+from http.client import responses as STATUS_PHRASES
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import MalformedResponse, SpecError, Unsupported
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import require_program
@@ -65,20 +67,51 @@ COMMON_CONNECTION = dict(
 # What a parser of an answer raises when the answer has another shape than the API's.
 SHAPE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError)
 
+# Whoever may create a BridgeJob chooses its backend URL and reads the errors in its status, so a
+# URL pointing at an internal service must not read that service's answers back to them: messages
+# about an answer say what it was (a media type, a size, a missing field), never what it said.
+# A media type as servers write it ("text/html"); any other Content-Type value is not repeated.
+_MEDIA_TYPE = re.compile(r"^[\w.+-]{1,64}/[\w.+-]{1,64}$")
+# A field name as our parsers write them; a KeyError of anything else names no key.
+_FIELD_NAME = re.compile(r"^[A-Za-z_@][\w@.-]{0,63}$")
+
+
+class ShapeError(ValueError):
+    """An answer of another shape than the API's, said in our own words: its message names fields
+    and types, never a value taken from the answer, so decode shows it (other exceptions of a
+    parser are named by their type only, as int('x')'s ValueError quotes the answer)."""
+
+
+def answer_summary(content_type, content):
+    """An answer for a message, by its media type and size only: "text/html (1,234 bytes)"."""
+    if not (content or b"").strip():
+        return "an empty body"
+    kind = (content_type or "").split(";")[0].strip().lower()
+    if not _MEDIA_TYPE.match(kind):
+        kind = "an unnamed content type" if kind else "no content type"
+    return "%s (%s bytes)" % (kind, "{:,}".format(len(content)))
+
+
+def not_json(content_type, content):
+    """What came instead of JSON, for a message: "text/html (1,234 bytes) that is not JSON"."""
+    summary = answer_summary(content_type, content)
+    return summary if summary == "an empty body" else summary + " that is not JSON"
+
+
+def status_phrase(status):
+    """The standard text of an HTTP status ("Not Found"), for an error answer whose body is not the
+    manager's: the reason phrase on a status line is the server's to choose, like its body."""
+    return STATUS_PHRASES.get(status) or "no reason given"
+
 
 def json_of(response, endpoint, manager, url, verb, obj, ident=None):
     """The JSON of a response, or MalformedResponse saying what came instead (an HTML page of a
-    proxy, an empty or truncated body)."""
+    proxy, an empty or truncated body) by its content type and size."""
     try:
         return response.json()
     except ValueError:
-        what = (response.text or "").strip()
-        kind = response.headers.get("content-type") or "no content type"
-        if not what:
-            reason = "an empty body"
-        else:
-            reason = "%s that is not JSON: %r" % (kind, what[:80])
-        raise MalformedResponse("%s answered %s; is %s the %s API?" % (endpoint, reason, url, manager),
+        what = not_json(response.headers.get("content-type"), response.content)
+        raise MalformedResponse("%s answered %s; is %s the %s API?" % (endpoint, what, url, manager),
                                 verb, obj, ident, manager, url, response.status_code)
 
 
@@ -87,22 +120,52 @@ def decode(parse, body, endpoint, manager, url, verb, obj, ident=None):
     try:
         return parse(body)
     except SHAPE_ERRORS as exc:
-        raise MalformedResponse("%s answered with an unexpected shape (%s: %s); is %s the %s API?" % (
-            endpoint, type(exc).__name__, str(exc)[:200], url, manager), verb, obj, ident, manager, url)
+        raise MalformedResponse("%s answered with an unexpected shape (%s); is %s the %s API?" % (
+            endpoint, shape_reason(exc, body), url, manager), verb, obj, ident, manager, url)
+
+
+def shape_reason(exc, body):
+    """What a parser's exception says that is ours: a ShapeError's message, the key a KeyError
+    misses, else only the exception's type.
+
+    A missing key is named when it is a field name that occurs nowhere in the answer: a key our
+    code wrote, not one a lookup took from the answer (STATES[answer["state"]])."""
+    if isinstance(exc, ShapeError):
+        return str(exc)
+    key = exc.args[0] if isinstance(exc, KeyError) and len(exc.args) == 1 else None
+    if isinstance(key, str) and _FIELD_NAME.match(key):
+        text = _answer_text(body)
+        if text is not None and key.lower() not in text.lower():
+            return "no '%s'" % key
+    return type(exc).__name__
+
+
+def _answer_text(body):
+    """The answer as text, to search; None when it cannot be rendered (then nothing is named)."""
+    if hasattr(body, "status_code"):
+        body = body.text  # a parser that takes the whole response (Quantum's _no_body)
+    if isinstance(body, bytes):
+        return body.decode("utf-8", "replace")
+    if isinstance(body, str):
+        return body
+    try:
+        return json.dumps(body, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return None
 
 
 def items(body, key, required=False):
-    """body[key] as a list: [] when null (or absent, unless `required`), TypeError when it is
+    """body[key] as a list: [] when null (or absent, unless `required`), ShapeError when it is
     anything else."""
     if not isinstance(body, dict):
-        raise TypeError("expected a JSON object, got %s" % type(body).__name__)
+        raise ShapeError("expected a JSON object, got %s" % type(body).__name__)
     if required and key not in body:
-        raise KeyError("no '%s' in the answer" % key)
+        raise ShapeError("no '%s' in the answer" % key)
     value = body.get(key)
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-        raise TypeError("'%s' must be a list of objects, got %s" % (key, type(value).__name__))
+        raise ShapeError("'%s' must be a list of objects, got %s" % (key, type(value).__name__))
     return value
 
 

@@ -24,6 +24,8 @@ import re
 import struct
 import zlib
 
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import ShapeError
+
 # Bounds of what a result may unpack to, so a corrupt or hostile body cannot exhaust memory.
 MAX_DECODED_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_BITSTRINGS = 1024
@@ -99,28 +101,31 @@ def parse_npy(data):
     """An NdArray of the bytes numpy.save writes: the magic, a version, a header dict (descr,
     fortran_order, shape) padded with spaces, then the items. Object arrays (pickles) are refused."""
     if data[:6] != b"\x93NUMPY":
-        raise ValueError("not .npy data (no \\x93NUMPY magic)")
+        raise ShapeError("not .npy data (no \\x93NUMPY magic)")
     major = bytearray(data[6:7])[0] if len(data) > 7 else 0
     if major == 1:
         (length,), start = struct.unpack("<H", data[8:10]), 10
     elif major in (2, 3):
         (length,), start = struct.unpack("<I", data[8:12]), 12
     else:
-        raise ValueError(".npy format version %s is unknown" % major)
+        raise ShapeError("an .npy format version that numpy does not write")
     if length > 65536:
-        raise ValueError(".npy header of %d bytes is no header numpy writes" % length)
-    header = ast.literal_eval(data[start:start + length].decode("latin-1").strip())
+        raise ShapeError(".npy header longer than numpy writes")
+    try:
+        header = ast.literal_eval(data[start:start + length].decode("latin-1").strip())
+    except (SyntaxError, ValueError):
+        raise ShapeError(".npy header is not a Python literal")
     if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}:
-        raise ValueError(".npy header is not a dictionary of descr, fortran_order and shape")
+        raise ShapeError(".npy header is not a dictionary of descr, fortran_order and shape")
     descr, shape = header["descr"], header["shape"]
     if not isinstance(descr, str) or len(descr) < 3 or descr[0] not in "<>|=" or descr[1:] not in NPY_FORMATS:
-        raise ValueError(".npy dtype %r is not a number type Bridge reads" % (descr,))
+        raise ShapeError(".npy dtype is not a number type Bridge reads")
     if not isinstance(shape, tuple) or not all(isinstance(n, int) and n >= 0 for n in shape):
-        raise ValueError(".npy shape %r is not a tuple of sizes" % (shape,))
+        raise ShapeError(".npy shape is not a tuple of sizes")
     itemsize = struct.calcsize("<" + NPY_FORMATS[descr[1:]])
     raw = data[start + length:]
     if len(raw) != itemsize * _product(shape):
-        raise ValueError(".npy data holds %d bytes, its header says %d" % (len(raw), itemsize * _product(shape)))
+        raise ShapeError(".npy data is not of the size its header says")
     if header["fortran_order"] and len(shape) > 1:
         raw = _fortran_to_c(raw, shape, itemsize)
     return NdArray(descr, shape, raw)
@@ -131,9 +136,9 @@ def _inflate(data):
     try:
         inflated = inflater.decompress(data, MAX_DECODED_BYTES)
     except zlib.error as exc:
-        raise ValueError("not zlib data: %s" % exc)
+        raise ShapeError("not zlib data: %s" % exc)
     if inflater.unconsumed_tail:
-        raise ValueError("unpacks to more than %d bytes" % MAX_DECODED_BYTES)
+        raise ShapeError("unpacks to more than %d bytes" % MAX_DECODED_BYTES)
     return inflated
 
 
@@ -142,11 +147,11 @@ def decode_ndarray(value):
     try:
         packed = base64.b64decode(value.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError) as exc:
-        raise ValueError("ndarray value is not base64: %s" % exc)
+        raise ShapeError("ndarray value is not base64: %s" % exc)
     try:
         return parse_npy(_inflate(packed))
     except struct.error as exc:
-        raise ValueError("truncated .npy data: %s" % exc)
+        raise ShapeError("truncated .npy data: %s" % exc)
 
 
 # ---------------------------------------------------------------- results (pure)
@@ -156,10 +161,10 @@ class BitArrayValue(object):
 
     def __init__(self, array, num_bits):
         if not isinstance(array, NdArray) or array.descr[1:] != "u1" or len(array.shape) < 2:
-            raise TypeError("a BitArray's array must be a uint8 ndarray of shape (..., shots, bytes)")
+            raise ShapeError("a BitArray's array must be a uint8 ndarray of shape (..., shots, bytes)")
         if not isinstance(num_bits, int) or isinstance(num_bits, bool) or num_bits < 0 or \
                 array.shape[-1] != (num_bits + 7) // 8:
-            raise ValueError("a BitArray of %r bits cannot have %d bytes a shot" % (num_bits, array.shape[-1]))
+            raise ShapeError("a BitArray's num_bits does not fit its bytes a shot")
         self.array = array
         self.num_bits = num_bits
 
@@ -210,7 +215,7 @@ def _hex_samples(samples):
         elif isinstance(item, str):
             flat.append(int(item, 16))
         else:
-            raise TypeError("a sample must be a hex string such as 0x3, got %r" % (item,))
+            raise ShapeError("a sample must be a hex string such as 0x3, got %s" % type(item).__name__)
 
     walk(samples)
     return flat, shape
@@ -232,13 +237,13 @@ def _runtime_tag(obj):
         return BitArrayValue(value["array"], value["num_bits"])
     if kind == "DataBin":
         if not isinstance(value.get("fields"), dict):
-            raise TypeError("a DataBin needs its fields")
+            raise ShapeError("a DataBin needs its fields")
         return dict(value["fields"])
     if kind in ("SamplerPubResult", "PubResult", "EstimatorPubResult"):
         return {"data": value["data"], "metadata": value.get("metadata")}
     if kind == "PrimitiveResult":
         if not isinstance(value.get("pub_results"), list):
-            raise TypeError("a PrimitiveResult needs pub_results")
+            raise ShapeError("a PrimitiveResult needs pub_results")
         return {"pub_results": value["pub_results"], "metadata": value.get("metadata")}
     if kind == "complex":
         return list(value)
@@ -262,14 +267,14 @@ def _plain(value, max_bitstrings):
 def _plain_data(data, max_bitstrings):
     """The plain format's PUB data: registers as {"samples": [hex], "num_bits"}, estimator values as they are."""
     if not isinstance(data, dict):
-        raise TypeError("a result's data must be an object")
+        raise ShapeError("a result's data must be an object")
     result = {}
     for name, field in data.items():
         if isinstance(field, dict) and "samples" in field:
             values, shape = _hex_samples(field["samples"])
             num_bits = field.get("num_bits")
             if not isinstance(num_bits, int) or isinstance(num_bits, bool):
-                raise TypeError("register %s has no num_bits" % name)
+                raise ShapeError("a register has no num_bits")
             result[name] = register_summary(values, num_bits, shape, max_bitstrings)
         else:
             result[name] = field
@@ -288,7 +293,7 @@ def decode_results(text, max_bitstrings=DEFAULT_MAX_BITSTRINGS):
         pubs = []
         for pub in body["pub_results"]:
             if not isinstance(pub, dict):
-                raise TypeError("a PUB result must be an object, got %s" % type(pub).__name__)
+                raise ShapeError("a PUB result must be an object, got %s" % type(pub).__name__)
             pubs.append({"data": _plain(pub["data"], max_bitstrings),
                          "metadata": _plain(pub.get("metadata"), max_bitstrings)})
         return {"format": "qiskit", "pubs": pubs, "metadata": _plain(body.get("metadata"), max_bitstrings)}
@@ -296,10 +301,10 @@ def decode_results(text, max_bitstrings=DEFAULT_MAX_BITSTRINGS):
         pubs = []
         for pub in body["results"]:
             if not isinstance(pub, dict):
-                raise TypeError("a PUB result must be an object, got %s" % type(pub).__name__)
+                raise ShapeError("a PUB result must be an object, got %s" % type(pub).__name__)
             pubs.append({"data": _plain_data(pub.get("data"), max_bitstrings), "metadata": pub.get("metadata")})
         return {"format": "json", "pubs": pubs, "metadata": body.get("metadata")}
-    raise ValueError("neither a PrimitiveResult nor a results list")
+    raise ShapeError("neither a PrimitiveResult nor a results list")
 
 
 # Bounds of a results summary, which a BridgeJob's status holds: a status stays small.

@@ -30,10 +30,13 @@ import time
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     TERMINAL_PHASES,
     Backend,
+    ShapeError,
     decode,
     items,
     newest_by_identity,
+    not_json,
     select,
+    status_phrase,
     with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
@@ -315,7 +318,7 @@ def _without_managed_fields(obj):
 
 def newest_pod(pods):
     if not all(isinstance(pod, dict) and isinstance(pod.get("metadata"), dict) for pod in pods):
-        raise TypeError("a Pod must be an object with metadata")
+        raise ShapeError("a Pod must be an object with metadata")
     return max(pods, key=lambda pod: ((pod.get("metadata") or {}).get("creationTimestamp") or "",
                                       (pod.get("metadata") or {}).get("name") or "")) if pods else None
 
@@ -323,7 +326,7 @@ def newest_pod(pods):
 def normalize_job(native, pods=()):
     """A Job and its Pods as Bridge's job dict."""
     if not isinstance(native, dict):
-        raise TypeError("a Job must be an object, got %s" % type(native).__name__)
+        raise ShapeError("a Job must be an object, got %s" % type(native).__name__)
     meta = native["metadata"]
     status = native.get("status") or {}
     spec = native.get("spec") or {}
@@ -632,7 +635,7 @@ class K8sClient(Backend):
                 response = function(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
                 if raw:
                     return (response.data or b"").decode("utf-8", "replace")
-                body = _json(response.data)
+                body = _json(response)
             except ApiException as exc:
                 error = self._error(exc, verb, obj, ident)
                 retry_after = (exc.headers or {}).get("Retry-After") if exc.headers else None
@@ -641,7 +644,7 @@ class K8sClient(Backend):
                 error = kind("%s: %s" % (type(exc).__name__, self.scrub(str(exc))[:300]),
                              verb, obj, ident, MANAGER, self.url)
                 retry_after = None
-            except ValueError as exc:
+            except ShapeError as exc:
                 raise MalformedResponse("%s answered %s; is %s the Kubernetes API?" % (endpoint, exc, self.url),
                                         verb, obj, ident, MANAGER, self.url, response.status)
             else:
@@ -657,10 +660,14 @@ class K8sClient(Backend):
         status = exc.status or None
         try:
             body = json.loads(exc.body) if exc.body else {}
-            message = body.get("message") or exc.reason
-        except (ValueError, TypeError, AttributeError):
-            message = exc.reason or "no reason given"
-        message = self.scrub("%s" % message)[:500]
+        except (ValueError, TypeError):
+            body = None
+        # The apiserver answers errors with a Status; of another body (any page of the server a
+        # URL points at) only the HTTP status is said, as its status line is that server's too.
+        message = body.get("message") if isinstance(body, dict) and body.get("kind") == "Status" else None
+        if not isinstance(message, str) or not message:
+            message = status_phrase(status)
+        message = self.scrub(message)[:500]
         if status in (401,):
             return AuthFailed("authentication failed: %s" % message, verb, obj, ident, MANAGER, self.url, status)
         if status == 403:
@@ -833,31 +840,29 @@ def normalize_job_or_malformed(native, url):
 def _deleted(body):
     """A delete answers with the Job (still there, being deleted) or a Status of success."""
     if _object(body).get("kind") not in ("Job", "Status") or not isinstance(body.get("metadata"), dict):
-        raise TypeError("expected the Job or a Status, got kind %r" % (body.get("kind"),))
+        raise ShapeError("expected the Job or a Status, got another kind")
     return body
 
 
 def _git_version(body):
     version = _object(body)["gitVersion"]
     if not isinstance(version, str):
-        raise TypeError("gitVersion must be a string")
+        raise ShapeError("gitVersion must be a string")
     return version
 
 
-def _json(data):
-    """The JSON object of an answer; ValueError saying what came instead."""
-    text = (data or b"").decode("utf-8", "replace").strip()
-    if not text:
-        raise ValueError("an empty body")
+def _json(response):
+    """The JSON of an answer; ShapeError saying what came instead, by its content type and size."""
+    data = response.data or b""
     try:
-        return json.loads(text)
+        return json.loads(data.decode("utf-8", "replace"))
     except ValueError:
-        raise ValueError("something that is not JSON: %r" % text[:80])
+        raise ShapeError(not_json(response.headers.get("content-type"), data))
 
 
 def _object(body):
     if not isinstance(body, dict):
-        raise TypeError("expected a JSON object, got %s" % type(body).__name__)
+        raise ShapeError("expected a JSON object, got %s" % type(body).__name__)
     return body
 
 

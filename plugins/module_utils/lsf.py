@@ -29,10 +29,12 @@ from xml.sax.saxutils import escape
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     TERMINAL_PHASES,
     Backend,
+    ShapeError,
     decode,
     newest_by_identity,
     rfc3339,
     select,
+    status_phrase,
     with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
@@ -295,13 +297,16 @@ def parse_answer(text):
     if not text:
         return None
     if text[0] != "<":
-        return json.loads(text)
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise ShapeError("neither XML nor JSON")
     if "<!DOCTYPE" in text.upper() or "<!ENTITY" in text.upper():
-        raise ValueError("XML with a DOCTYPE, which PAC never sends: %r" % text[:80])
+        raise ShapeError("XML with a DOCTYPE, which PAC never sends")
     try:
         root = ElementTree.fromstring(text)
     except ElementTree.ParseError as exc:
-        raise ValueError("XML that does not parse (%s)" % exc)
+        raise ShapeError("XML that does not parse (%s)" % exc)
     return {"@root": root.tag, "value": _element(root)}
 
 
@@ -338,16 +343,16 @@ def records(body, record, wrapper):
     if isinstance(body, list):
         body = {record: body}
     if not isinstance(body, dict):
-        raise TypeError("expected an object holding %s records, got %s" % (record, type(body).__name__))
+        raise ShapeError("expected an object holding %s records, got %s" % (record, type(body).__name__))
     if wrapper in body:
         body = body[wrapper]
         if body == "":
             return []
         if not isinstance(body, dict):
-            raise TypeError("'%s' must be an object, got %s" % (wrapper, type(body).__name__))
+            raise ShapeError("'%s' must be an object, got %s" % (wrapper, type(body).__name__))
     pseudo = "pseudo" + record[0].upper() + record[1:]
     if not set(body) & {record, pseudo, "@total"}:
-        raise KeyError("neither '%s' records nor '@total' in the answer" % record)
+        raise ShapeError("neither '%s' records nor '@total' in the answer" % record)
     found = []
     for key in (record, pseudo):
         value = body.get(key)
@@ -355,7 +360,7 @@ def records(body, record, wrapper):
             continue
         value = value if isinstance(value, list) else [value]
         if not all(isinstance(item, dict) for item in value):
-            raise TypeError("'%s' must hold objects" % key)
+            raise ShapeError("'%s' must hold objects" % key)
         found.extend(value)
     return found
 
@@ -448,10 +453,10 @@ def identity_of(description):
 def normalize_job(native):
     """A PAC job record (detailed <job> or basic <pseudoJob>, XML or JSON) as Bridge's job dict."""
     if not isinstance(native, dict):
-        raise TypeError("a job must be an object, got %s" % type(native).__name__)
+        raise ShapeError("a job must be an object, got %s" % type(native).__name__)
     job_id = _text(native.get("jobId", native.get("id")))
     if job_id is None:
-        raise KeyError("a job without jobId")
+        raise ShapeError("a job without jobId")
     state = short_state(native.get("jobStatus"))
     phase = PHASE_BY_STATE.get(state, "queued")
     terminal = phase in TERMINAL_PHASES
@@ -529,10 +534,10 @@ def minutes(value):
 
 def normalize_queue(native):
     if not isinstance(native, dict):
-        raise TypeError("a queue must be an object")
+        raise ShapeError("a queue must be an object")
     name = _text(native.get("queueName"))
     if name is None:
-        raise KeyError("a queue without queueName")
+        raise ShapeError("a queue without queueName")
     status = _text(native.get("status")) or ""
     lowered = status.lower()
     slots = _integer(native.get("maxNumJobSlots"))
@@ -555,10 +560,10 @@ def normalize_queue(native):
 
 def normalize_host(native):
     if not isinstance(native, dict):
-        raise TypeError("a host must be an object")
+        raise ShapeError("a host must be an object")
     name = _text(native.get("hostName"))
     if name is None:
-        raise KeyError("a host without hostName")
+        raise ShapeError("a host without hostName")
     static = dict((_text(item.get("name")), item.get("value"))
                   for item in records(native.get("staticResources") or "", "staticResource", "staticResources"))
     status = _text(native.get("hostStatus", native.get("status"))) or "unknown"
@@ -756,12 +761,20 @@ class LsfClient(Backend):
         return decode(parse, value, endpoint, MANAGER, self.url, verb, obj, ident) if parse else value
 
     def _reason(self, response):
+        """PAC's message in an error answer: <error>, legacy <errMsg>, or a JSON object.
+
+        Of another body (an HTML page, a text, other XML) only the HTTP status is said: it may be
+        any page of the server a URL points at, which must not be read back to whoever chose it.
+        """
         try:
-            message = error_text(parse_answer(response.text))
+            answer = parse_answer(response.text)
         except ValueError:
-            message = None
-        reason = message or response.reason_phrase or "no reason given"
-        return self.transport.scrub(reason)[:500]
+            answer = None
+        root, value = unwrap(answer)
+        message = None
+        if root in ("error", "errMsg") or (root is None and isinstance(value, dict)):
+            message = error_text(answer)
+        return self.transport.scrub(message or status_phrase(response.status_code))[:500]
 
     def _raise(self, response, reason, verb, obj, ident):
         status = response.status_code
@@ -891,7 +904,7 @@ def token_expiry(token):
 
 def _token(body):
     if not isinstance(body, dict) or not isinstance(body.get("token"), str) or not body["token"]:
-        raise TypeError("no 'token' string, so not Application Center's logon answer")
+        raise ShapeError("no 'token' string, so not Application Center's logon answer")
     return body["token"]
 
 
@@ -900,12 +913,12 @@ def _submitted_id(body):
     if isinstance(body, dict):
         job_id = body.get("id", body.get("jobId"))
         if job_id is None and error_text(body):
-            raise ValueError("no job id but a message: %s" % error_text(body))
+            raise ShapeError("no job id but a message")
     else:
         job_id = body
     text = _text(job_id)
     if text is None or not re.match(r"^\d+(\[\d+\])?$", text):
-        raise TypeError("the job id must be a number, got %r" % (job_id,))
+        raise ShapeError("the job id must be a number")
     return text
 
 
@@ -918,7 +931,7 @@ def _message(body):
     if body is None or isinstance(body, str):
         return body
     if not isinstance(body, dict):
-        raise TypeError("expected an object or a text, got %s" % type(body).__name__)
+        raise ShapeError("expected an object or a text, got %s" % type(body).__name__)
     for key in ("cmdMsg", "actionMsg", "message", "msg"):
         if isinstance(body.get(key), str):
             return body[key]

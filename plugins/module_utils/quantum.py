@@ -33,10 +33,13 @@ except ImportError:  # Python 2, which ansible-test still compiles module_utils 
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     TERMINAL_PHASES,
     Backend,
+    ShapeError,
+    answer_summary,
     decode,
     json_of,
     newest_by_identity,
     select,
+    status_phrase,
     with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._runtime_results import (
@@ -452,7 +455,7 @@ def _string(value, field):
     if value is None:
         return None
     if not isinstance(value, str):
-        raise TypeError("'%s' must be a string, got %s" % (field, type(value).__name__))
+        raise ShapeError("'%s' must be a string, got %s" % (field, type(value).__name__))
     return value
 
 
@@ -463,13 +466,13 @@ def _tag_value(tags, prefix):
 def normalize_job(native):
     """A Qiskit Runtime job (GET /jobs/{id}, an item of GET /jobs) as Bridge's job dict."""
     if not isinstance(native, dict):
-        raise TypeError("a job must be a JSON object, got %s" % type(native).__name__)
+        raise ShapeError("a job must be a JSON object, got %s" % type(native).__name__)
     job_id = native.get("id")
     if not isinstance(job_id, str) or not job_id:
-        raise KeyError("a job without an id")
+        raise ShapeError("a job without an id")
     state = native.get("state") or {}
     if not isinstance(state, dict):
-        raise TypeError("'state' must be an object")
+        raise ShapeError("'state' must be an object")
     status = _string(state.get("status") or native.get("status"), "state.status") or "Unknown"
     code = state.get("reason_code", state.get("reasonCode"))
     reason = _string(state.get("reason"), "state.reason")
@@ -491,12 +494,12 @@ def normalize_job(native):
         reason = reason or "state '%s' is unknown to Bridge" % status
     tags = native.get("tags") or []
     if not isinstance(tags, list):
-        raise TypeError("'tags' must be a list")
+        raise ShapeError("'tags' must be a list")
     identity = _tag_value(tags, TAG_PREFIX)
     program = native.get("program") or {}
     usage = native.get("usage") or {}
     if not isinstance(program, dict) or not isinstance(usage, dict):
-        raise TypeError("'program' and 'usage' must be objects")
+        raise ShapeError("'program' and 'usage' must be objects")
     return {
         "job_id": job_id,
         "name": _tag_value(tags, NAME_TAG_PREFIX) or identity,
@@ -560,7 +563,7 @@ def calibration_medians(native):
     T2 in microseconds over the qubits, gate error over the two-qubit gates. Each is null when the
     properties have no such value ({} for a device without calibration data)."""
     if not isinstance(native, dict):
-        raise TypeError("properties must be an object")
+        raise ShapeError("properties must be an object")
     readout, t1, t2, two_qubit = [], [], [], []
     for qubit in native.get("qubits") or []:
         for item in qubit or []:
@@ -584,7 +587,7 @@ def normalize_device(native):
     if isinstance(native, str):
         native = {"name": native}
     if not isinstance(native, dict) or not isinstance(native.get("name"), str):
-        raise TypeError("a device must be an object with a name")
+        raise ShapeError("a device must be an object with a name")
     status = native.get("status")
     status_name = status.get("name") if isinstance(status, dict) else status
     simulator = native.get("is_simulator")
@@ -605,10 +608,10 @@ def normalize_device(native):
 def normalize_status(name, native):
     """GET /backends/{name}/status: {"state": operational, "status", "length_queue", "backend_version"}."""
     if not isinstance(native, dict):
-        raise TypeError("a device status must be an object")
+        raise ShapeError("a device status must be an object")
     state = native.get("state")
     if not isinstance(state, bool):
-        raise TypeError("'state' must be true or false, got %r" % (state,))
+        raise ShapeError("'state' must be true or false, got %s" % type(state).__name__)
     return {
         "name": name,
         "operational": state,
@@ -622,13 +625,13 @@ def normalize_status(name, native):
 def normalize_configuration(name, native):
     """GET /backends/{name}/configuration (a QasmBackendConfiguration); n_qubits is required."""
     if not isinstance(native, dict):
-        raise TypeError("a configuration must be an object")
+        raise ShapeError("a configuration must be an object")
     qubits = native.get("n_qubits")
     if not isinstance(qubits, int) or isinstance(qubits, bool):
-        raise KeyError("a configuration without n_qubits")
+        raise ShapeError("a configuration without n_qubits")
     gates = native.get("basis_gates") or []
     if not isinstance(gates, list):
-        raise TypeError("'basis_gates' must be a list")
+        raise ShapeError("'basis_gates' must be a list")
     record = {
         "name": native.get("backend_name") or name,
         "qubits": qubits,
@@ -646,10 +649,10 @@ def normalize_configuration(name, native):
 def normalize_usage(native):
     """GET /instances/usage: whether the instance may still run work, and its seconds."""
     if not isinstance(native, dict):
-        raise TypeError("usage must be an object")
+        raise ShapeError("usage must be an object")
     reached = native.get("usage_limit_reached", False)
     if not isinstance(reached, bool):
-        raise TypeError("'usage_limit_reached' must be true or false")
+        raise ShapeError("'usage_limit_reached' must be true or false")
     limit = native.get("usage_limit_seconds", native.get("usage_allocation_seconds"))
     consumed = native.get("usage_consumed_seconds")
     remaining = native.get("usage_remaining_seconds")
@@ -709,7 +712,7 @@ def token_lifetime(answer, now):
     """(token, seconds after `now` to renew it or None) of an IAM token answer: 80 % of the lifetime
     the JWT's exp and iat claims give, else expires_in, else the absolute expiration."""
     if not isinstance(answer, dict) or not isinstance(answer.get("access_token"), str) or not answer["access_token"]:
-        raise TypeError("no access_token, so not IBM Cloud IAM's token answer")
+        raise ShapeError("no access_token, so not IBM Cloud IAM's token answer")
     token = answer["access_token"]
     claims = _jwt_claims(token)
     lifetime = None
@@ -726,28 +729,28 @@ def token_lifetime(answer, now):
 
 def _job_list(body):
     if not isinstance(body, dict) or not isinstance(body.get("jobs"), list):
-        raise TypeError("expected {\"jobs\": [...], \"count\": n}")
+        raise ShapeError("expected {\"jobs\": [...], \"count\": n}")
     count = body.get("count")
     if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
-        raise TypeError("'count' must be a number")
+        raise ShapeError("'count' must be a number")
     return [normalize_job(job) for job in body["jobs"]], count
 
 
 def _devices(body):
     if not isinstance(body, dict) or not isinstance(body.get("devices"), list):
-        raise TypeError("expected {\"devices\": [...]}")
+        raise ShapeError("expected {\"devices\": [...]}")
     return [normalize_device(device) for device in body["devices"]]
 
 
 def _created(body):
     if not isinstance(body, dict) or not isinstance(body.get("id"), str) or not body["id"]:
-        raise TypeError("no job id in the answer")
+        raise ShapeError("no job id in the answer")
     return body["id"]
 
 
 def _session_id(body):
     if not isinstance(body, dict) or not isinstance(body.get("id"), str) or not body["id"]:
-        raise TypeError("no session id in the answer")
+        raise ShapeError("no session id in the answer")
     return body["id"]
 
 
@@ -762,7 +765,7 @@ def _no_body(response):
     json_type = "json" in _content_type(response)
     if response.status_code == 204 or (not text and not json_type) or (json_type and text in ("{}", "null")):
         return None
-    raise ValueError("%s where the API answers nothing: %r" % (_content_type(response) or "a body", text[:80]))
+    raise ShapeError("%s where the API answers nothing" % answer_summary(_content_type(response), response.content))
 
 
 def _text_body(response):
@@ -770,7 +773,7 @@ def _text_body(response):
     an HTML page, and an empty or cut body labelled JSON is no JSON."""
     kind = _content_type(response)
     if "html" in kind:
-        raise ValueError("an HTML page where the API answers text")
+        raise ShapeError("an HTML page where the API answers text")
     if "json" in kind:
         value = json.loads(response.text)
         if isinstance(value, str):
@@ -787,14 +790,14 @@ def _log_text(body):
         except ValueError:
             return body
         if not isinstance(value, str):
-            raise TypeError("a JSON %s where the API answers a log's text" % type(value).__name__)
+            raise ShapeError("a JSON %s where the API answers a log's text" % type(value).__name__)
         return value
     return body
 
 
 def _object(body):
     if not isinstance(body, dict):
-        raise TypeError("expected a JSON object, got %s" % type(body).__name__)
+        raise ShapeError("expected a JSON object, got %s" % type(body).__name__)
     return body
 
 
@@ -954,11 +957,9 @@ class QuantumClient(Backend):
             message = error_text(response.json())
         except ValueError:
             message = None
-        if not message:
-            text = (response.text or "").strip()
-            # An HTML page (a proxy's) says nothing useful and may echo the request's headers.
-            message = text.splitlines()[0][:300] if text and not text.startswith("<") else None
-        return transport.scrub(message or response.reason_phrase or "no reason given")[:500]
+        # Only the JSON errors of the service (and IAM's) are shown: a body of another kind may be
+        # any page of the server a URL points at, so its status stands for it.
+        return transport.scrub(message or status_phrase(response.status_code))[:500]
 
     def _raise(self, response, verb, obj, ident):
         status = response.status_code

@@ -23,10 +23,12 @@ import zipfile
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     TERMINAL_PHASES,
     Backend,
+    ShapeError,
     decode,
     items,
     json_of,
     rfc3339,
+    status_phrase,
     with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
@@ -184,7 +186,7 @@ def compile_submit(spec):
 
 def normalize_job(native):
     if not isinstance(native, dict):
-        raise TypeError("a job must be a JSON object, got %s" % type(native).__name__)
+        raise ShapeError("a job must be a JSON object, got %s" % type(native).__name__)
     status = _string(native.get("status") or "", "status").upper()
     phase = PHASE_BY_STATUS.get(status, "queued")
     terminal = phase in TERMINAL_PHASES
@@ -278,6 +280,7 @@ class RayClient(Backend):
             ca_path=ca_path, timeout=timeout, retries=retries)
         self.warnings = []
         self._version = None
+        self._reading_version = False
         self._packages = set()
         self._alive = None
 
@@ -295,13 +298,14 @@ class RayClient(Backend):
         status = response.status_code
         if status < 400:
             return
+        text = self._ray_error_text(response)
         # 500 means both "submission_id already exists" and "cannot delete a running job"; the
         # telling line sits inside a (nested) traceback, often not the last one.
         for marker, error_type in (("already exists", AlreadyExists), ("non-terminal state", Rejected)):
-            line = _line_with(response.text, marker)
+            line = _line_with(text, marker)
             if line:
                 raise error_type(self.transport.scrub(line), verb, obj, ident, MANAGER, self.url, status)
-        reason = self.transport.scrub(_last_line(response.text) or response.reason_phrase or "no reason given")
+        reason = self.transport.scrub(_last_line(text) or status_phrase(status))
         if status in (401, 403):
             raise AuthFailed("authentication failed: the token was refused (%s)" % reason,
                              verb, obj, ident, MANAGER, self.url, status)
@@ -314,8 +318,33 @@ class RayClient(Backend):
     def version(self):
         """{"version": the Jobs API's, "ray_version": ...}: what tells a Ray dashboard from anything else."""
         if self._version is None:
-            self._version = self._call("GET", "/api/version", "read", "version", parse=_version)
+            self._reading_version = True
+            try:
+                self._version = self._call("GET", "/api/version", "read", "version", parse=_version)
+            finally:
+                self._reading_version = False
         return self._version
+
+    def _ray_error_text(self, response):
+        """The body of an error answer when it is Ray's, else "".
+
+        The dashboard answers every error as text/plain (aiohttp's Response(text=...) in
+        dashboard/modules/job, often a traceback), which any other server may send too; and the
+        URL may be a tenant's, pointing at an internal page that must not be read back into their
+        status. So the text is Ray's only from a server that has also answered GET /api/version
+        as a Ray dashboard, which a client that has not read its version asks on such an error (not
+        on the version's own); of any other server, or one that refuses the version too (a wrong
+        token), only the HTTP status is said.
+        """
+        kind = (response.headers.get("content-type") or "").lower()
+        if not kind.startswith("text/plain"):
+            return ""
+        if self._version is None and not self._reading_version:
+            try:
+                self.version()
+            except BridgeError:
+                return ""
+        return response.text if self._version is not None else ""
 
     def describe(self):
         version = self.version()
@@ -457,27 +486,27 @@ class RayClient(Backend):
 
 def _boolean(value, field):
     if not isinstance(value, bool):
-        raise TypeError("'%s' must be true or false, got %r" % (field, value))
+        raise ShapeError("'%s' must be true or false, got %s" % (field, type(value).__name__))
     return value
 
 
 def _string(value, field):
     if not isinstance(value, str):
-        raise TypeError("'%s' must be a string, got %s" % (field, type(value).__name__))
+        raise ShapeError("'%s' must be a string, got %s" % (field, type(value).__name__))
     return value
 
 
 def _version(body):
     """The dashboard's /api/version answer; anything without a Ray version is another service."""
     if not isinstance(body, dict) or not isinstance(body.get("ray_version"), str):
-        raise TypeError("no 'ray_version' string, so not a Ray dashboard's version answer")
+        raise ShapeError("no 'ray_version' string, so not a Ray dashboard's version answer")
     _string(body.get("version"), "version")
     return body
 
 
 def _jobs(body):
     if not isinstance(body, list):
-        raise TypeError("the job list must be a JSON list, got %s" % type(body).__name__)
+        raise ShapeError("the job list must be a JSON list, got %s" % type(body).__name__)
     return [normalize_job(job) for job in body]
 
 
@@ -488,7 +517,7 @@ def _nodes(body):
 def _load_metrics(body):
     report = (((body or {}).get("data") or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
     if not isinstance(report, dict):
-        raise TypeError("loadMetricsReport must be an object")
+        raise ShapeError("loadMetricsReport must be an object")
     return report
 
 

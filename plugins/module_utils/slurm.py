@@ -19,12 +19,14 @@ import time
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     TERMINAL_PHASES,
     Backend,
+    ShapeError,
     decode,
     items,
     json_of,
     newest_by_identity,
     rfc3339,
     select,
+    status_phrase,
     with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
@@ -177,14 +179,14 @@ def state_list(job_state):
         return [state.upper() for state in job_state]
     if isinstance(job_state, str):
         return [job_state.upper()]
-    raise TypeError("a state must be a string or a list of strings, got %r" % (job_state,))
+    raise ShapeError("a state must be a string or a list of strings, got %s" % type(job_state).__name__)
 
 
 def required_name(native, key="name"):
     """The name of a job, partition or node: a string every answer has."""
     value = native.get(key)
     if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
-        raise TypeError("'%s' must be a string or number, got %r" % (key, value))
+        raise ShapeError("'%s' must be a non-empty string or number, got %s" % (key, type(value).__name__))
     return str(value)
 
 
@@ -763,10 +765,12 @@ class SlurmClient(Backend):
         if status < 400:
             body = json_of(response, endpoint, MANAGER, self.url, verb, obj, ident)
         else:
+            # Only Slurm's own errors[] are shown: a body of another kind (slurmrestd's text/plain
+            # 401 too) may be any page of the server a URL points at, so its status stands for it.
             try:
                 body = response.json()
             except ValueError:
-                body = {"errors": [{"error": response.text.strip()[:500]}]}
+                body = {}
         if not isinstance(body, dict):
             if status < 400:
                 raise MalformedResponse("%s answered a JSON %s, not an object; is %s slurmrestd?" % (
@@ -788,7 +792,7 @@ class SlurmClient(Backend):
                 self.warnings.append("Slurm accepted %s '%s' with an error: %s" % (
                     obj, body.get(created_key), self.transport.scrub(_error_text(error))))
             return body
-        reason = self.transport.scrub("; ".join(_error_text(e) for e in errors) or response.reason_phrase or "no reason given")
+        reason = self.transport.scrub("; ".join(_error_text(e) for e in errors) or status_phrase(status))
         numbers = [_error_number(e) for e in errors]
         lowered = reason.lower()
         if status in (401, 511) or "authentication" in lowered or "jwt" in lowered or "token" in lowered:
@@ -1099,7 +1103,7 @@ def _jobs(body):
 def _pings(body):
     """The pings of a ping answer; a body without them is not slurmrestd's."""
     if not isinstance(body, dict) or not isinstance(body.get("pings"), list):
-        raise TypeError("no 'pings' list, so not a slurmrestd ping answer")
+        raise ShapeError("no 'pings' list, so not a slurmrestd ping answer")
     return items(body, "pings")
 
 
@@ -1109,7 +1113,7 @@ def _notes(body):
     for key in ("warnings", "errors"):
         value = body.get(key)
         if value is not None and not isinstance(value, list):
-            raise TypeError("'%s' must be a list, got %s" % (key, type(value).__name__))
+            raise ShapeError("'%s' must be a list, got %s" % (key, type(value).__name__))
         notes.append(value or [])
     return tuple(notes)
 
@@ -1119,7 +1123,7 @@ def _submitted_id(body):
     if job_id is None and isinstance(body.get("result"), dict):
         job_id = body["result"].get("job_id")
     if isinstance(job_id, bool) or not isinstance(job_id, (int, str)):
-        raise TypeError("job_id must be a number, got %s" % type(job_id).__name__)
+        raise ShapeError("job_id must be a number, got %s" % type(job_id).__name__)
     return text(job_id)
 
 
@@ -1134,13 +1138,14 @@ def _refusals(body):
 
 
 def _error_text(item):
+    """The text of an entry of Slurm's errors[] or warnings[]: its strings; of an entry of another
+    shape nothing, since it is not Slurm's."""
     if not isinstance(item, dict):
-        return str(item)
-    parts = [item.get("description"), item.get("error"), item.get("warning")]
+        return ""
     seen = []
-    for part in parts:
-        if part and part not in seen:
-            seen.append(str(part))
+    for part in (item.get("description"), item.get("error"), item.get("warning")):
+        if isinstance(part, str) and part and part not in seen:
+            seen.append(part)
     return ": ".join(seen)
 
 

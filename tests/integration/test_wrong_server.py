@@ -2,7 +2,9 @@
 meets it: `ansible localhost -m ...` against a broken proxy or the wrong service (tests/fault_server.py).
 
 Before the backend contract, slurmrestd's wrong-typed JSON made these fail with "Module failed:
-'int' object is not iterable", and an HTML page passed discovery until the submit.
+'int' object is not iterable", and an HTML page passed discovery until the submit. Before issue 21,
+the message quoted the page's first 80 characters: a URL pointing at an internal page read it back
+to whoever chose the URL. The page is now named by its content type and size only.
 """
 
 import json
@@ -10,7 +12,7 @@ import json
 import pytest
 
 from conftest import adhoc_with_env_file
-from fault_server import FaultServer
+from fault_server import LOGIN_PAGE, FaultServer
 
 TOKEN = "t0ken-never-shown"
 CALLS = (
@@ -48,3 +50,7 @@ def test_a_wrong_server_is_a_malformed_response_naming_the_endpoint(tmp_path, se
     assert "answered" in result["msg"] and server.url in result["msg"]
     assert "Traceback" not in output and "is not iterable" not in output
     assert TOKEN not in output
+    page_lines = [line.strip() for line in LOGIN_PAGE.splitlines() if line.strip() and line.strip() != "%s"]
+    assert not [line for line in page_lines if line in output], output
+    if mode == "html":
+        assert "answered text/html (" in result["msg"] and "bytes) that is not JSON" in result["msg"], result["msg"]

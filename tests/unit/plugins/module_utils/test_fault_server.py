@@ -6,7 +6,7 @@ import time
 import httpx
 import pytest
 
-from fault_server import HUGE_LIST_LENGTH, MODES, WRONG_TYPES, FaultServer
+from fault_server import HUGE_LIST_LENGTH, MODES, PAGE, WRONG_TYPES, FaultServer
 
 TOKEN = "t0ken"
 
@@ -86,6 +86,14 @@ def test_slow_outlasts_the_client_timeout_and_then_answers(server):
     response = fetch(server, "slow", timeout=5.0)
     assert 1.4 < time.monotonic() - started < 3.0
     assert response.json() == WRONG_TYPES
+
+
+@pytest.mark.parametrize("status", [200, 404, 500])
+def test_a_page_is_served_as_set(server, status):
+    server.serve_page(status, "text/plain; charset=utf-8", "ünïcode page")
+    response = fetch(server, PAGE)
+    assert (response.status_code, response.headers["content-type"], response.text) == (
+        status, "text/plain; charset=utf-8", "ünïcode page")
 
 
 def test_every_mode_is_covered_and_unknown_ones_are_refused(server):

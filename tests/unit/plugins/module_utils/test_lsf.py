@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from ansible_collections.bridge.hpc.plugins.module_utils import lsf
-from ansible_collections.bridge.hpc.plugins.module_utils._backend import CAPABILITY_DOCS, FAILURE_CLASSES, JOB_KEYS, PHASES
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import CAPABILITY_DOCS, FAILURE_CLASSES, JOB_KEYS, PHASES, ShapeError
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
     BridgeError,
@@ -313,7 +313,7 @@ def test_times_are_rfc3339(value, expected):
 
 @pytest.mark.parametrize("native", [[], "x", {"jobStatus": "RUN"}])
 def test_a_job_without_an_id_is_a_shape_error(native):
-    with pytest.raises((TypeError, KeyError)):
+    with pytest.raises(ShapeError):
         normalize_job(native)
 
 

@@ -14,19 +14,16 @@ meets each fault twice: from that service (`auth`), and from its API behind a to
 answers well (`api`).
 """
 
-import base64
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, MalformedResponse
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
+from backend_clients import TOKEN, TokenService, auth_options, client_for
 from fault_server import MODES, FaultServer
 
-TOKEN = "t0ken"
 IDENTITY = "fault-1"
 SPEC = normalize_spec({"script": "#!/bin/bash\ntrue\n", "identity": IDENTITY,
                        "backend_options": {"kubernetes": {"image": "busybox"}}})
@@ -49,11 +46,6 @@ VERBS = {
 }
 
 
-def auth_options(backend):
-    """The connection options naming a service the backend authenticates at besides its API."""
-    return sorted(name for name in backend.connection_options() if name.endswith("_url"))
-
-
 CASES = [
     pytest.param(name, where, fault, verb, id="%s-%s%s-%s" % (name, "auth-" if where == "auth" else "", fault, verb))
     for name, backend in sorted(BACKENDS.items())
@@ -70,55 +62,11 @@ def server():
         yield running
 
 
-class TokenService(object):
-    """IBM Cloud IAM's token exchange done right: every POST gets a JWT valid for an hour."""
-
-    def __init__(self):
-        claims = base64.urlsafe_b64encode(b'{"iat": 1796122800, "exp": 1796126400}').decode().rstrip("=")
-        answer = json.dumps({"access_token": "eyJhbGciOiJub25lIn0.%s.c2ln" % claims, "expires_in": 3600}).encode()
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("content-length") or 0))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args):
-                pass
-
-        self._server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d" % self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def stop(self):
-        self._server.shutdown()
-        self._server.server_close()
-
-
 @pytest.fixture(scope="module")
 def token_service():
     service = TokenService()
     yield service
     service.stop()
-
-
-def client_for(backend, url, auth_url):
-    options = {"url": url, "validate_certs": False, "timeout": 1.0, "retries": 0}
-    options.update((name, auth_url) for name in auth_options(backend))
-    # Credentials that are no secret (a user name, an instance CRN) are set to something plain;
-    # every secret the backend declares (a token, LSF's password) is the one that must never show.
-    options.update((name, "bridge") for name in backend.CREDENTIALS)
-    options.update((secret, TOKEN) for secret in backend.SECRETS)
-    if "kubeconfig_content" in backend.SECRETS:
-        # The secret is a whole kubeconfig; its token is what must never show.
-        options["kubeconfig_content"] = json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "c", "cluster": {"server": url}}], "users": [{"name": "u", "user": {"token": TOKEN}}],
-            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]})
-    return backend.from_options(options.get)
 
 
 @pytest.mark.parametrize("name, where, fault, verb", CASES)
