@@ -7,8 +7,8 @@ Whoever may create BridgeJobs and Secrets in tenant-a writes, as a tenant would:
   machine) in every string field the CRD admits it in, on Slurm 22.05, Ray and Kubernetes Jobs,
   in backend.url (slurm) and backend.iamUrl (quantum): no marker appears, and where the field
   reaches the backend, the backend holds the text unchanged (Slurm's job name, output files,
-  working directory, the script it ran and the variables it saw; Ray's runtime_env and metadata;
-  the Kubernetes Job's env and annotations; the request paths a local HTTP listener received);
+  working directory, the script it ran, inline or from a ConfigMap, and the variables it saw; Ray's
+  runtime_env, metadata and the driver's output; the Kubernetes Job's env and annotations; the request paths a local HTTP listener received);
   the fields whose schema refuses braces (namespace, apiVersion, environment keys) are refused by
   the apiserver;
 * a kubeconfig Secret whose user runs a command (exec), and one whose user reads a file of the
@@ -224,6 +224,11 @@ def test_templates_in_every_slurm_field_reach_slurm_unchanged_and_are_never_rend
                       workingDirectory=working_directory, stdout=stdout, stderr=stderr,
                       backendOptions={"slurm": {"mail_user": template("backendOptions"), "mail_type": "NONE"}},
                       resultQuery=query_template("resultQuery"))
+    script_from = SCRIPT.replace(template("script"), template("scriptFrom"))
+    tenants.config_map(tenants.a, "scripts", {"run.sh": script_from})
+    script_from_output = os.path.join(ctx.outside, "script-from.out")
+    tenants.bridgejob("slurm-script-from", backend, scriptFrom={"configMapKeyRef": {"name": "scripts", "key": "run.sh"}},
+                      environment={"TPL": "plain"}, stdout=script_from_output)
     # Fields Slurm checks against what it has (no such partition, account, QOS or feature): the
     # job is refused, and nothing is rendered on the way.
     tenants.bridgejob("slurm-checked-fields", backend, script="#!/bin/bash\ntrue\n", queue=template("queue"),
@@ -243,6 +248,9 @@ def test_templates_in_every_slurm_field_reach_slurm_unchanged_and_are_never_rend
     assert SCRIPT in output, "Slurm ran the script byte-exact"
     assert "TPL=%s\n" % template("environment") in output and "PWD=%s\n" % working_directory in output
     assert os.path.exists(stderr)
+    assert phase(tenants.wait_terminal("slurm-script-from")) == "Completed"
+    with open(script_from_output) as handle:
+        assert script_from in handle.read(), "the ConfigMap's script ran byte-exact"
     refused = tenants.wait_terminal("slurm-checked-fields")
     assert phase(refused) == "Failed", refused.get("status")
     assert_no_marker(ctx)
