@@ -18,7 +18,7 @@ export ANSIBLE_LOCALHOST_WARNING := 0
 export ANSIBLE_INVENTORY_UNPARSED_WARNING := 0
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo hybrid test prebuild bootstrap unit sanity lint docs build-check services integration molecule bench bench-controller stop
+.PHONY: demo hybrid test test-stages check check-stages prebuild bootstrap unit sanity lint docs build-check services integration molecule bench bench-controller stop
 
 demo: bootstrap
 	tools/slurm-cluster.sh start 22.05
@@ -38,9 +38,27 @@ hybrid: bootstrap
 	  if [[ -n $${BRIDGE_S3_ENDPOINT:-} ]]; then python tools/s3_bucket.py "$${HYBRID_S3_BUCKET:-bridge-hybrid}"; fi; \
 	  ansible-playbook -i localhost, -c local playbooks/hybrid.yml
 
-test: prebuild bootstrap unit sanity lint docs build-check services integration molecule
+# $(call timed,NAME,WARM,COLD,TARGETS): make TARGETS with each stage timed, then report the
+# stages against the budget of WARM minutes with the build cache filled, COLD without it
+# (tools/budget.sh; a warning line past it, not a failure).
+timed = @budget=$$(tools/budget.sh start $(1) $(2) $(3)); status=0; \
+	BRIDGE_BUDGET=$$budget $(MAKE) --no-print-directory $(4) || status=$$?; \
+	BRIDGE_BUDGET=$$budget tools/budget.sh report; exit $$status
+
+# The whole suite: warm 25 and cold 40 minutes on 2 cores.
+test:
+	$(call timed,test,25,40,test-stages)
+
+test-stages: prebuild bootstrap unit sanity lint docs build-check services integration molecule
+
+# The contributor's loop: all that needs no service (units, sanity, lint, docs), 5 minutes warm.
+check:
+	$(call timed,check,5,15,check-stages)
+
+check-stages: bootstrap unit sanity lint docs
 
 bootstrap:
+	@tools/budget.sh begin bootstrap
 	tools/bootstrap.sh
 
 # The two builds from source that a cold machine spends longest on (Kubernetes and etcd, versitygw)
@@ -53,24 +71,30 @@ prebuild:
 	setsid tools/s3.sh build >.run/prebuild-s3.log 2>&1 </dev/null &
 
 unit: bootstrap
+	@tools/budget.sh begin unit
 	pytest -q tests/unit
 
 sanity: bootstrap
+	@tools/budget.sh begin sanity
 	tools/sanity.sh
 
 lint: bootstrap
+	@tools/budget.sh begin lint
 	ansible-lint --offline -q playbooks tests/integration/playbooks roles
 
 # The changelog checked and the plugin docs linted and built into .run/docs/html (index.html).
 docs: bootstrap
+	@tools/budget.sh begin docs
 	tools/docs.sh
 
 build-check: bootstrap
+	@tools/budget.sh begin images
 	tools/galaxy_build_check.sh
 	tools/controller-image.sh check
 	tools/ee-image.sh check
 
 services:
+	@tools/budget.sh begin services
 	for version in $(SLURM_VERSIONS); do tools/slurm-cluster.sh start $$version; done
 	tools/ray-cluster.sh start
 	tools/kube-control-plane.sh start
@@ -81,10 +105,12 @@ services:
 	tools/s3.sh start
 
 integration: bootstrap services
+	@tools/budget.sh begin integration
 	BRIDGE_REQUIRE_SERVICES=1 pytest -q --durations=25 tests/integration
 
 # The roles' scenarios (roles/*/molecule) against the same services.
 molecule: bootstrap services
+	@tools/budget.sh begin molecule
 	tools/molecule.sh
 
 bench: bootstrap

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The wall time of each stage of `make test` (or `make check`), reported against its budget.
+#
+#   tools/budget.sh start NAME WARM COLD   begin a report for NAME (test, check) whose budget is WARM
+#                                          minutes with the build cache filled, COLD without it
+#   tools/budget.sh begin STAGE            a stage begins (and the one before it ends); a no-op
+#                                          outside a report, so `make unit` alone records nothing
+#   tools/budget.sh report                 each stage's seconds, the total, and a warning line
+#                                          when the total passes the budget (a report, not a failure)
+#
+# Stages run one after the other (make without -j), so a stage lasts from its `begin` to the next
+# one's, and the last to `report`. The report lives in .run/budget/ and is named in the
+# environment variable BRIDGE_BUDGET, which `start` prints for the Makefile to export.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/bridge"
+
+now() { date +%s.%N; }
+
+case "${1:-}" in
+  start)
+    name=$2 warm=$3 cold=$4
+    mkdir -p "$REPO/.run/budget"
+    file="$REPO/.run/budget/$name.tsv"
+    # Cold: nothing built yet (no chroots, no Kubernetes or S3 build, no wheels), as on a new machine.
+    if [[ -n "$(ls -A "$CACHE" 2>/dev/null)" ]]; then cache=warm budget=$warm; else cache=cold budget=$cold; fi
+    printf 'name\t%s\ncache\t%s\nbudget_minutes\t%s\nstart\t%s\n' "$name" "$cache" "$budget" "$(now)" >"$file"
+    echo "$file"
+    ;;
+  begin)
+    [[ -n "${BRIDGE_BUDGET:-}" && -f "$BRIDGE_BUDGET" ]] || exit 0
+    printf 'stage\t%s\t%s\n' "$2" "$(now)" >>"$BRIDGE_BUDGET"
+    ;;
+  report)
+    [[ -n "${BRIDGE_BUDGET:-}" && -f "$BRIDGE_BUDGET" ]] || exit 0
+    awk -F'\t' -v end="$(now)" '
+      $1 == "name" { name = $2 } $1 == "cache" { cache = $2 } $1 == "budget_minutes" { budget = $2 }
+      $1 == "start" { start = $2; previous = $2 }
+      $1 == "stage" {
+        if (count) seconds[count] = $3 - previous
+        stages[++count] = $2; previous = $3
+      }
+      END {
+        if (count) seconds[count] = end - previous
+        printf "budget: make %s, %s cache\n", name, cache
+        for (i = 1; i <= count; i++) printf "budget: %-12s %7.0f s\n", stages[i], seconds[i]
+        total = end - start
+        printf "budget: %-12s %7.0f s (%.1f min; budget %s min)\n", "total", total, total / 60, budget
+        if (total > budget * 60)
+          printf "budget: WARNING: make %s took %.1f min, over its %s-cache budget of %s min\n", name, total / 60, cache, budget
+      }' "$BRIDGE_BUDGET"
+    ;;
+  *)
+    sed -n '2,13p' "${BASH_SOURCE[0]}" >&2
+    exit 2
+    ;;
+esac
