@@ -61,7 +61,13 @@ class UrlPrefix:
             return False
         if (parts.scheme.lower(), (parts.hostname or ""), port) != (self.scheme, self.host, self.port):
             return False
-        return not self.path or parts.path == self.path or parts.path.startswith(self.path + "/")
+        if not self.path:
+            return True
+        # A dot segment (also percent-encoded) may lead a server out of the prefix: "/ray/../admin".
+        segments = urllib.parse.unquote(parts.path).split("/")
+        if "." in segments or ".." in segments:
+            return False
+        return parts.path == self.path or parts.path.startswith(self.path + "/")
 
 
 def _port(parts):

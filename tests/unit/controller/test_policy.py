@@ -42,6 +42,9 @@ def bridgejob(backend, namespace="tenant-a", name="job"):
     ("https://gw.example/ray/", "https://gw.example/rays", False),
     ("https://gw.example/ray", "https://gw.example/other", False),
     ("https://gw.example/ray", "https://gw.example:99999/ray", False),
+    ("https://gw.example/ray", "https://gw.example/ray/../admin", False),
+    ("https://gw.example/ray", "https://gw.example/ray/%2e%2e/admin", False),
+    ("https://gw.example", "https://gw.example/ray/../admin", True),
 ])
 def test_a_url_is_allowed_by_its_scheme_host_port_and_path_never_by_its_text(prefix, url, allowed):
     assert UrlPrefix(prefix).matches(url) is allowed
