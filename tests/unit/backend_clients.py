@@ -10,6 +10,8 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
+import pytest
+
 TOKEN = "t0ken"
 
 
@@ -62,3 +64,10 @@ def client_for(backend, url, auth_url):
             "clusters": [{"name": "c", "cluster": {"server": url}}], "users": [{"name": "u", "user": {"token": TOKEN}}],
             "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]})
     return backend.from_options(options.get)
+
+
+@pytest.fixture(scope="module")
+def token_service():
+    service = TokenService()
+    yield service
+    service.stop()

@@ -22,7 +22,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, MalformedResponse
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from backend_clients import TokenService, auth_options, client_for
+from backend_clients import auth_options, client_for, token_service  # noqa: F401 pylint: disable=unused-import
 from fault_server import FaultServer
 
 SECRET = "internal-secret-7f3a"
@@ -68,13 +68,6 @@ CASES = [
 def server():
     with FaultServer() as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def token_service():
-    service = TokenService()
-    yield service
-    service.stop()
 
 
 def page_lines():

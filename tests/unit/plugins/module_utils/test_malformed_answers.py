@@ -21,7 +21,7 @@ import pytest
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, MalformedResponse
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from backend_clients import TOKEN, TokenService, auth_options, client_for
+from backend_clients import TOKEN, auth_options, client_for, token_service  # noqa: F401 pylint: disable=unused-import
 from fault_server import MODES, FaultServer
 
 IDENTITY = "fault-1"
@@ -60,13 +60,6 @@ CASES = [
 def server():
     with FaultServer(delay=1.5) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def token_service():
-    service = TokenService()
-    yield service
-    service.stop()
 
 
 @pytest.mark.parametrize("name, where, fault, verb", CASES)
