@@ -138,16 +138,15 @@ EOF
 # debs_dir PACKAGE...: apt's lists, the .debs of PACKAGEs and of what they need beyond the base, and
 # the apt.conf.d of the build, in a cached dir (printed); built in a chroot of the base's rootfs.
 debs_dir() {
-  local key dir tmp
+  local key dir tmp base_tar
   key=$( { base_key; echo "$APT_BUILD_CONF"; printf '%s\n' "$@"; declare -f debs_dir; } | sha256sum | cut -c1-16)
   dir=$CACHE/debs-$key
   if [[ ! -f $dir/.complete ]]; then
     log "downloading the .debs of $* (apt-get in a chroot of the base)"
+    base_tar=$(base_tarball) || exit 1
     tmp=$(mktemp -d "$CACHE/.debs.XXXXXX")
     trap 'remove_tree "'"$tmp"'"' EXIT
-    [[ -s $CACHE/base-$(base_key).tar ]] ||
-      die "no $CACHE/base-$(base_key).tar to resolve packages in: podman rmi the base image, then tools/controller-image.sh base"
-    tar -C "$tmp" -xf "$CACHE/base-$(base_key).tar"
+    tar -C "$tmp" -xf "$base_tar"
     cp /etc/resolv.conf /etc/hosts "$tmp/etc/"
     echo "$APT_BUILD_CONF" >"$tmp/etc/apt/apt.conf.d/99bridge-ee-build"
     mount_root "$tmp"
@@ -179,15 +178,16 @@ collections_digest() {
 # The image's name on stdout; built unless an image of the same key exists.
 ensure_image() {
   local base context work wheels debs key name packages
-  base=$(ensure_base)
-  ensure_collections
-  context=$(ensure_context)
+  # ensure_image runs in a command substitution, where errexit does not hold: each step stops it.
+  base=$(ensure_base) || exit 1
+  ensure_collections || exit 1
+  context=$(ensure_context) || exit 1
   work=$RUN_DIR/introspect
   rm -rf "$work"; mkdir -p "$work"
   introspect "$work"
-  wheels=$(wheel_dir "$(requirements "$context/Containerfile" "$work/requirements.txt")")
+  wheels=$(wheel_dir "$(requirements "$context/Containerfile" "$work/requirements.txt")") || exit 1
   mapfile -t packages < <("$VENV_BIN/bindep" -f "$work/bindep.txt" -l newline || true)
-  debs=$(debs_dir "${packages[@]}")
+  debs=$(debs_dir "${packages[@]}") || exit 1
   key=$( {
     (cd "$context" && find . -type f ! -path './_build/collections/*' -print0 | sort -z | xargs -0 sha256sum)
     collections_digest

@@ -58,10 +58,10 @@ ensure_base() {
   key=$(base_key)
   name=localhost/bridge-python:3.11-$SUITE-$key tar=$CACHE/base-$key.tar
   if ! image_exists "$name"; then
+    tar=$(base_tarball) || exit 1
     mkdir -p "$CACHE"
     exec 9>"$CACHE/.base.lock"
     flock 9
-    [[ -s $tar ]] || base_tree "$tar"
     local changes=() c
     for c in "${BASE_CHANGES[@]}"; do changes+=(--change "$c"); done
     podman import --quiet "${changes[@]}" --message "Debian $SUITE minbase + python3.11 (tools/controller-image.sh)" \
@@ -70,6 +70,22 @@ ensure_base() {
     log "imported $name from $tar"
   fi
   echo "$name"
+}
+
+# The base's rootfs tarball on stdout, debootstrapped when it is not cached: also when podman still
+# has the image made from it (a cold cache on a machine that keeps its images), since the EE's
+# packages are resolved in a chroot of it (ee-image.sh's debs_dir).
+base_tarball() {
+  local tar
+  tar=$CACHE/base-$(base_key).tar
+  if [[ ! -s $tar ]]; then
+    mkdir -p "$CACHE"
+    exec 9>"$CACHE/.base.lock"
+    flock 9
+    [[ -s $tar ]] || base_tree "$tar"
+    exec 9>&-
+  fi
+  echo "$tar"
 }
 
 # base_tree TARBALL: debootstrap the base's root filesystem and pack it.
