@@ -280,7 +280,6 @@ class RayClient(Backend):
             ca_path=ca_path, timeout=timeout, retries=retries)
         self.warnings = []
         self._version = None
-        self._reading_version = False
         self._packages = set()
         self._alive = None
 
@@ -298,7 +297,7 @@ class RayClient(Backend):
         status = response.status_code
         if status < 400:
             return
-        text = self._ray_error_text(response)
+        text = self._ray_error_text(response, asked_version=obj == "version")
         # 500 means both "submission_id already exists" and "cannot delete a running job"; the
         # telling line sits inside a (nested) traceback, often not the last one.
         for marker, error_type in (("already exists", AlreadyExists), ("non-terminal state", Rejected)):
@@ -318,14 +317,10 @@ class RayClient(Backend):
     def version(self):
         """{"version": the Jobs API's, "ray_version": ...}: what tells a Ray dashboard from anything else."""
         if self._version is None:
-            self._reading_version = True
-            try:
-                self._version = self._call("GET", "/api/version", "read", "version", parse=_version)
-            finally:
-                self._reading_version = False
+            self._version = self._call("GET", "/api/version", "read", "version", parse=_version)
         return self._version
 
-    def _ray_error_text(self, response):
+    def _ray_error_text(self, response, asked_version):
         """The body of an error answer when it is Ray's, else "".
 
         The dashboard answers every error as text/plain (aiohttp's Response(text=...) in
@@ -339,7 +334,7 @@ class RayClient(Backend):
         kind = (response.headers.get("content-type") or "").lower()
         if not kind.startswith("text/plain"):
             return ""
-        if self._version is None and not self._reading_version:
+        if self._version is None and not asked_version:
             try:
                 self.version()
             except BridgeError:
