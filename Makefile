@@ -104,9 +104,18 @@ services:
 	tools/sshd.sh start
 	tools/s3.sh start
 
+# Integration runs in two parts, both always run: first on INTEGRATION_WORKERS pytest-xdist workers,
+# a test module (or a group of modules) per worker at a time (tests/integration/scheduling.py), since
+# most tests wait on jobs; then the tests marked `serial`, alone (they load the machine or the node).
+INTEGRATION_WORKERS ?= 3
+
 integration: bootstrap services
 	@tools/budget.sh begin integration
-	BRIDGE_REQUIRE_SERVICES=1 pytest -q --durations=25 tests/integration
+	status=0; \
+	BRIDGE_REQUIRE_SERVICES=1 pytest -q --durations=25 -n $(INTEGRATION_WORKERS) --dist loadscope \
+	  -m "not serial" tests/integration || status=$$?; \
+	BRIDGE_REQUIRE_SERVICES=1 pytest -q --durations=10 -m serial tests/integration || status=$$?; \
+	exit $$status
 
 # The roles' scenarios (roles/*/molecule) against the same services.
 molecule: bootstrap services

@@ -398,9 +398,11 @@ MaxJobCount=$MAX_JOB_COUNT
 InactiveLimit=0
 KillWait=5
 Waittime=0
+# The tests run three at a time and their jobs mostly sleep: each core takes up to four jobs
+# (OverSubscribe=FORCE:4) so that one test's jobs do not queue another's on this 2-CPU node.
 NodeName=$host NodeAddr=127.0.0.1 CPUs=2 RealMemory=4000 State=UNKNOWN
-PartitionName=debug Nodes=$host Default=YES MaxTime=30:00 DefaultTime=10:00 State=UP
-PartitionName=batch Nodes=$host Default=NO MaxTime=1-00:00:00 DefaultTime=1:00:00 MaxNodes=1 State=UP
+PartitionName=debug Nodes=$host Default=YES MaxTime=30:00 DefaultTime=10:00 OverSubscribe=FORCE:4 State=UP
+PartitionName=batch Nodes=$host Default=NO MaxTime=1-00:00:00 DefaultTime=1:00:00 MaxNodes=1 OverSubscribe=FORCE:4 State=UP
 EOF
   # Newer slurmd dies in a chroot on this kernel unless cgroup support is switched off.
   [[ -n $ROOT ]] && echo "CgroupPlugin=disabled" >"$HD/etc/cgroup.conf"
@@ -528,7 +530,7 @@ dbd_answers() {
 dbd_reachable() { timeout 10 chroot "${ROOT:-/}" env SLURM_CONF="$CONF" sacctmgr -n -P show cluster >/dev/null 2>&1; }
 
 # What a running cluster was started with; a start asking for something else restarts it.
-settings() { echo "accounting=$ACCOUNTING min_job_age=$MIN_JOB_AGE max_job_count=$MAX_JOB_COUNT"; }
+settings() { echo "accounting=$ACCOUNTING min_job_age=$MIN_JOB_AGE max_job_count=$MAX_JOB_COUNT oversubscribe=FORCE:4"; }
 
 healthy() {
   local d

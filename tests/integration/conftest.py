@@ -27,6 +27,19 @@ if os.path.join(REPO, "tests") not in sys.path:
 SLURM_VERSIONS = ("22.05", "24.11", "26.05")
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "serial: needs the machine or a shared service to itself (load, cordons, lease timing); "
+        "`make integration` runs these after the parallel run, one at a time")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from scheduling import ModuleScheduling  # pylint: disable=import-outside-toplevel  (xdist only)
+    return ModuleScheduling(config, log)
+
+
 def slurm_env(version):
     """The env file tools/slurm-cluster.sh wrote for one cluster, or None if it is not running."""
     return read_env_file(os.path.join(RUN, "slurm-%s" % version, "env"))

@@ -367,6 +367,8 @@ def cpu_burners(seconds):
             burner.wait()
 
 
+# It busies every core on purpose.
+@pytest.mark.serial
 def test_restarts_under_load_converge_whatever_predecessors_left_running(setup_24_11):
     """Issue item 9: 200 held jobs on Slurm 24.11, every core busy, the controller SIGKILLed alone (its
     playbooks run on) 2 s into the burst and again as it writes the statuses of the burst's jobs.

@@ -29,6 +29,9 @@ import pytest
 from conftest import REPO, RUN, read_env_file, require_ray, require_slurm
 from test_controller_e2e import wait_for
 
+# It cordons the only node and loads it with the controller's image: nothing else may run on it meanwhile.
+pytestmark = pytest.mark.serial
+
 NODE_SCRIPT = os.path.join(REPO, "tools", "kube-node.sh")
 IMAGE_SCRIPT = os.path.join(REPO, "tools", "controller-image.sh")
 NAMESPACE, NAME, LEASE = "bridge-system", "bridge-controller", "bridge-controller"

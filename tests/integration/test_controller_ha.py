@@ -23,6 +23,9 @@ from test_controller_chaos import (SYSTEM_NAMESPACE, Controller, account, phase_
                                    slurm_client)
 from test_controller_e2e import GROUP, PLURAL, VERSION, kube, wait_for  # noqa: F401 pylint: disable=unused-import
 
+# Its leases of seconds flap when other tests load both cores.
+pytestmark = pytest.mark.serial
+
 TIMING = ["--lease-duration", "5", "--renew-deadline", "3", "--retry-period", "0.5"]
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 
