@@ -25,8 +25,9 @@ from conftest import COLLECTIONS, REPO, RUN, SLURM_VERSIONS, ansible_env, requir
 
 PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "slurm_token.yml")
 RUN_ID = uuid.uuid4().hex[:8]
-# Long enough for a playbook to start and submit on a busy machine; the job outlives it by far.
-LIFESPAN = 15
+# Long enough for a playbook to start and submit while other tests load both cores (15 s was not);
+# the job outlives it by far.
+LIFESPAN = 30
 JOB_SECONDS = LIFESPAN + 25
 # How long after the first token's expiry the rotator writes the new one: a few refused polls.
 GAP = 4
