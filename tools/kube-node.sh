@@ -40,7 +40,9 @@
 # (seconds to wait for each daemon, 90). One node per machine: the namespace, the addresses and
 # the pod cgroups are global, so the run dir that starts the node claims it
 # (/run/bridge-kube-node.NAME.owner) and a node of another run dir is neither started over nor
-# torn down.
+# torn down while it runs; a claim whose node has no live process (a machine image taken while a
+# node ran keeps /run's files) is taken over, and a namespace file that no longer holds a
+# namespace is made again.
 #
 # Facts this script relies on are in docs real-services.md section 7. Every process it starts is
 # recorded as "PID STARTTIME"; it never kills by name.
@@ -93,6 +95,10 @@ KUBERNETES_SERVICE=10.0.0.1
 # In the node's network namespace. Not `ip netns exec`: it remounts /sys, which hides the cgroup
 # hierarchy the kubelet and runc work in.
 in_node() { nsenter --net="/run/netns/$NETNS" "$@"; }
+# The namespace file holds a namespace (is its bind mount). A file that outlived its mount, as in a
+# machine image taken while a node ran (/run is on disk there), makes `ip netns add` fail with
+# "File exists" and every `nsenter --net` with "Invalid argument".
+netns_alive() { nsenter --net="/run/netns/$NETNS" true 2>/dev/null; }
 ctr_node() { ctr --address "$SOCK" --namespace k8s.io "$@"; }
 
 # ---------------------------------------------------------------------------------------------
@@ -207,17 +213,34 @@ build() {
 # ---------------------------------------------------------------------------------------------
 ensure_rule() { in_node iptables -w -t nat -C "$@" 2>/dev/null || in_node iptables -w -t nat -A "$@"; }
 
-# Ours: claimed by this run dir, by none, or by a run dir that is gone.
+# node_alive RUN_DIR: the node of that run dir runs, starts or stops: a process it recorded
+# (containerd, kubelet, a forwarder) is alive, or a start or stop holds its lock.
+node_alive() {
+  local f
+  [[ -e $1/.lock ]] && ! flock -n "$1/.lock" true && return 0
+  for f in "$1"/pids/*.pid; do
+    [[ -e $f ]] || continue
+    f=${f##*/}
+    PID_DIR=$1/pids recorded_alive "${f%.pid}" && return 0
+  done
+  return 1
+}
+
+# Ours: claimed by this run dir, by none, or by a node that is gone: its run dir removed, or none
+# of its processes alive (the claim outlives them in a machine image taken while the node ran).
 network_is_ours() {
   local owner
   owner=$(cat "$(owner_file)" 2>/dev/null) || return 0
-  [[ $owner == "$RUN" || ! -d $owner ]]
+  [[ $owner == "$RUN" ]] || ! node_alive "$owner"
 }
 
 check_network_is_ours() {
-  network_is_ours && return 0
   local owner
-  owner=$(cat "$(owner_file)")
+  owner=$(cat "$(owner_file)" 2>/dev/null) || return 0
+  if network_is_ours; then
+    [[ $owner == "$RUN" ]] || log "taking over the network namespace $NETNS from $owner (no process of its node is alive)"
+    return 0
+  fi
   die "the network namespace $NETNS belongs to the node of $owner; stop it there first" \
     "(BRIDGE_RUN=${owner%/kube/node} tools/kube-node.sh stop): one node runs on a machine"
 }
@@ -225,6 +248,12 @@ check_network_is_ours() {
 ensure_network() {
   check_network_is_ours
   echo "$RUN" >"$(owner_file)"
+  if [[ -e /run/netns/$NETNS ]] && ! netns_alive; then
+    log "/run/netns/$NETNS holds no namespace (left from a node that did not stop): making it again"
+    ip netns del "$NETNS"
+    # A veth whose peer was in the lost namespace, if one is left, is no link to the new one.
+    ip link del "$VETH" 2>/dev/null || true
+  fi
   [[ -e /run/netns/$NETNS ]] || ip netns add "$NETNS"
   if ! ip link show "$VETH" >/dev/null 2>&1; then
     ip link add "$VETH" type veth peer name eth0 netns "$NETNS"
@@ -279,7 +308,7 @@ unforward() {
 
 expose() {
   (($#)) || die "expose needs at least one port"
-  if ! [[ -e /run/netns/$NETNS ]] || ! ip link show "$VETH" >/dev/null 2>&1; then
+  if ! netns_alive || ! ip link show "$VETH" >/dev/null 2>&1; then
     die "the node is not running; run: $0 start"
   fi
   local p
@@ -425,7 +454,7 @@ node_ready() {
 all_alive() {
   local d
   for d in "${DAEMONS[@]}"; do recorded_alive "$d" || return 1; done
-  recorded_alive "forward-$API_PORT" && [[ -e /run/netns/$NETNS ]]
+  recorded_alive "forward-$API_PORT" && netns_alive
 }
 
 write_env() {

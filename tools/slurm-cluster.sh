@@ -20,7 +20,7 @@
 #
 # Accounting (on unless --no-accounting, which keeps the setup without slurmdbd exactly):
 # - One MariaDB server for all clusters (Debian's mariadb-server, run from the host's binaries with
-#   --no-defaults, so never the system's instance): datadir, socket, pid file and logs under
+#   --no-defaults, so never the system's instance): datadir, socket, pid file, tmpdir and logs under
 #   $BRIDGE_RUN/mariadb, TCP on 127.0.0.1:3307 only. The chroots share the host's network namespace,
 #   so their slurmdbd reaches it over TCP like the host's. A cluster that starts with accounting
 #   leaves a mark in mariadb/users/; `stop` removes it, and the last one out stops MariaDB.
@@ -447,26 +447,34 @@ mariadb_start() {
   mariadb_alive && pids=("$(mdb recorded_pid mariadbd)")
   mdb terminate 30 "${pids[@]}"
   rm -f "$MDB/pids/mariadbd.pid"
-  mkdir -p "$MDB/run" "$MDB/log"
-  chown mysql:mysql "$MDB/run" "$MDB/log"
+  # A tmpdir of its own: every mariadbd, --bootstrap included, unlinks each "#sql*" file in its
+  # tmpdir when it starts, so instances sharing /tmp (a sandbox's beside the real one, or several
+  # sandboxes) delete each other's live temporary tables; mariadb-install-db then aborts with
+  # "Unknown table 'mysql.tmp_user_sys'".
+  mkdir -p "$MDB/run" "$MDB/log" "$MDB/tmp"
+  chown mysql:mysql "$MDB/run" "$MDB/log" "$MDB/tmp"
+  chmod 0700 "$MDB/tmp"
   if [[ ! -d $MDB/data/mysql ]]; then   # first start: a fresh datadir, renamed when complete
     local t0=$SECONDS
     rm -rf "$MDB/data" "$MDB/data.tmp"
     mkdir -p "$MDB/data.tmp"
     chown mysql:mysql "$MDB/data.tmp"
     chmod 0700 "$MDB/data.tmp"
-    mariadb-install-db --no-defaults --user=mysql --datadir="$MDB/data.tmp" --skip-test-db \
-        --auth-root-authentication-method=socket >"$MDB/log/install-db.log" 2>&1 ||
-      { log "mariadb-install-db failed; last lines of $MDB/log/install-db.log:"
-        tail -n 20 "$MDB/log/install-db.log" >&2; return 1; }
+    mariadb-install-db --no-defaults --user=mysql --datadir="$MDB/data.tmp" --tmpdir="$MDB/tmp" \
+        --skip-test-db --auth-root-authentication-method=socket >"$MDB/log/install-db.log" 2>&1 ||
+      { # The server's own errors come before the ~30 lines of advice the script then prints.
+        log "mariadb-install-db failed; last lines of $MDB/log/install-db.log before its advice:"
+        sed '/^Installation of system tables failed/,$d' "$MDB/log/install-db.log" | tail -n 20 >&2
+        return 1; }
     mv -T "$MDB/data.tmp" "$MDB/data"
     log "MariaDB datadir initialised in $((SECONDS - t0))s: $MDB/data"
   fi
   # --no-defaults: none of /etc/mysql's settings (the system instance's port, socket, datadir).
   # Small buffers, and no fsync per commit: this is a test database on a 2-core machine.
   setsid env --chdir="$MDB" /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$MDB/data" \
-    --socket="$MDB/run/mysqld.sock" --pid-file="$MDB/run/mysqld.pid" --port="$MARIADB_PORT" \
-    --bind-address=127.0.0.1 --skip-name-resolve --log-error="$MDB/log/mariadbd.err" \
+    --socket="$MDB/run/mysqld.sock" --pid-file="$MDB/run/mysqld.pid" --tmpdir="$MDB/tmp" \
+    --port="$MARIADB_PORT" --bind-address=127.0.0.1 --skip-name-resolve \
+    --log-error="$MDB/log/mariadbd.err" \
     --innodb-buffer-pool-size=128M --innodb-log-file-size=64M --innodb-lock-wait-timeout=900 \
     --innodb-flush-log-at-trx-commit=2 --max-connections=200 \
     </dev/null >>"$MDB/log/mariadbd.out" 2>&1 7>&- 8>&- 9>&- &
