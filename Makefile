@@ -70,9 +70,10 @@ prebuild:
 	setsid tools/kube-control-plane.sh build >.run/prebuild-kube.log 2>&1 </dev/null &
 	setsid tools/s3.sh build >.run/prebuild-s3.log 2>&1 </dev/null &
 
+# On two workers: the units wait more than they compute (timeouts and slow answers of fault servers).
 unit: bootstrap
 	@tools/budget.sh begin unit
-	pytest -q tests/unit
+	pytest -q -n 2 tests/unit
 
 sanity: bootstrap
 	@tools/budget.sh begin sanity
