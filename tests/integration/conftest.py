@@ -36,7 +36,8 @@ def pytest_configure(config):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    from scheduling import ModuleScheduling  # pylint: disable=import-outside-toplevel  (xdist only)
+    # Imported here: scheduling.py needs xdist, which a run without workers does not load.
+    from scheduling import ModuleScheduling  # pylint: disable=import-outside-toplevel
     return ModuleScheduling(config, log)
 
 
