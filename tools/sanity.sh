@@ -101,10 +101,13 @@ fi
 # missing; install it from Debian when we can (root + apt-get). SANITY_NO_APT=1 disables.
 if ! command -v shellcheck >/dev/null 2>&1 && [[ -z "${SANITY_NO_APT:-}" ]] &&
   [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-  echo "sanity: installing shellcheck (apt-get)" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -qq shellcheck >/dev/null 2>&1 ||
-    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq shellcheck >/dev/null 2>&1; } ||
+  log() { echo "sanity: $*" >&2; }
+  # shellcheck source=tools/lib/host-packages.sh
+  source "$REPO/tools/lib/host-packages.sh"
+  # Under `make test` the services' and images' scripts install host packages at the same time:
+  # apt_install_host takes them one at a time.
+  apt_install_host shellcheck ||
     echo "sanity: could not install shellcheck; the shellcheck test will be skipped" >&2
 fi
 
