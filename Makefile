@@ -18,7 +18,7 @@ export ANSIBLE_LOCALHOST_WARNING := 0
 export ANSIBLE_INVENTORY_UNPARSED_WARNING := 0
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo hybrid test test-stages check check-stages prebuild bootstrap unit sanity lint docs build-check services integration molecule bench bench-controller stop
+.PHONY: demo hybrid test test-stages check check-stages prebuild bootstrap background unit sanity lint docs build-check build-check-run services services-run integration molecule bench bench-controller stop
 
 demo: bootstrap
 	tools/slurm-cluster.sh start 22.05
@@ -38,18 +38,20 @@ hybrid: bootstrap
 	  if [[ -n $${BRIDGE_S3_ENDPOINT:-} ]]; then python tools/s3_bucket.py "$${HYBRID_S3_BUCKET:-bridge-hybrid}"; fi; \
 	  ansible-playbook -i localhost, -c local playbooks/hybrid.yml
 
-# $(call timed,NAME,WARM,COLD,TARGETS): make TARGETS with each stage timed, then report the
-# stages against the budget of WARM minutes with the build cache filled, COLD without it
-# (tools/budget.sh; a warning line past it, not a failure).
+# $(call timed,NAME,WARM,COLD,TARGETS[,AFTER]): make TARGETS with each stage timed, run the command
+# AFTER (whether they passed or not), then report the stages against the budget of WARM minutes with
+# the build cache filled, COLD without it (tools/budget.sh; a warning line past it, not a failure).
 timed = @budget=$$(tools/budget.sh start $(1) $(2) $(3)); status=0; \
 	BRIDGE_BUDGET=$$budget $(MAKE) --no-print-directory $(4) || status=$$?; \
-	BRIDGE_BUDGET=$$budget tools/budget.sh report; exit $$status
+	$(if $(5),$(5) || true;) BRIDGE_BUDGET=$$budget tools/budget.sh report; exit $$status
 
-# The whole suite: warm 25 and cold 40 minutes on 2 cores.
+# The whole suite: warm 25 and cold 40 minutes on 2 cores. BRIDGE_BACKGROUND, a token of this run,
+# makes the image checks and the services start in the background (stage `background`); a failed
+# run stops what is still running of them.
 test:
-	$(call timed,test,25,40,test-stages)
+	$(call timed,test,25,40,test-stages BRIDGE_BACKGROUND=test-$$(date +%s.%N),tools/background.sh stop)
 
-test-stages: prebuild bootstrap unit sanity lint docs build-check services integration molecule
+test-stages: prebuild bootstrap background unit sanity lint docs build-check services integration molecule
 
 # The contributor's loop: all that needs no service (units, sanity, lint, docs), 5 minutes warm.
 check:
@@ -88,14 +90,42 @@ docs: bootstrap
 	@tools/budget.sh begin docs
 	tools/docs.sh
 
+# Under `make test` (BRIDGE_BACKGROUND set) the image checks and the services' start begin right
+# after bootstrap, niced, in the background (tools/background.sh; logs in .run/background/), beside
+# unit, sanity, lint and docs; the stages `build-check` and `services` then wait for them, and the
+# budget report's `images` and `services` lines are what was left to wait. Without it, as `make
+# build-check` or `make services` alone, they run in the foreground. The prebuild's builds run beside
+# both; the scripts serialise what they share (tools/lib/host-packages.sh: apt; flock'ed caches).
+# (Through $(background_make): a recipe line that names $(MAKE) itself runs even under `make -n`.)
+background_make = $(MAKE) --no-print-directory
+background: bootstrap
+ifdef BRIDGE_BACKGROUND
+	tools/background.sh start images -- $(background_make) build-check-run
+	tools/background.sh start services -- $(background_make) services-run
+endif
+
 build-check: bootstrap
 	@tools/budget.sh begin images
+ifdef BRIDGE_BACKGROUND
+	tools/background.sh wait images
+else
+	@$(MAKE) --no-print-directory build-check-run
+endif
+
+build-check-run:
 	tools/galaxy_build_check.sh
 	tools/controller-image.sh check
 	tools/ee-image.sh check
 
 services:
 	@tools/budget.sh begin services
+ifdef BRIDGE_BACKGROUND
+	tools/background.sh wait services
+else
+	@$(MAKE) --no-print-directory services-run
+endif
+
+services-run:
 	for version in $(SLURM_VERSIONS); do tools/slurm-cluster.sh start $$version; done
 	tools/ray-cluster.sh start
 	tools/kube-control-plane.sh start
