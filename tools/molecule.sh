@@ -9,6 +9,12 @@
 # simulators, sshd, the S3 server) before it runs `molecule test --all` in each role's dir. Their
 # variable names do not overlap (SLURM_*, RAY_*, KUBE*, LSF_*, QUANTUM_*, BRIDGE_SSH_*, S3/AWS_*).
 # A role's scenario that needs a service which is not running fails and says which.
+#
+# The roles run at once, each `molecule test --all` with its own log ($RUN/molecule/ROLE.log) and
+# ephemeral dir; the log of each role that failed is shown. What they share is the services: their
+# jobs have names of their own (stage-molecule, ksi-molecule, the workflow's run id) and the Slurm
+# partition queues them. molecule's prerun is off (tools/lib/molecule-base.yml), its installs into
+# ~/.ansible would race.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -42,16 +48,33 @@ else
 fi
 ((${#roles[@]})) || { echo "molecule: no role has a molecule/ dir" >&2; exit 0; }
 
-failed=()
 for role in "${roles[@]}"; do
-  dir=$REPO/roles/$role
-  [[ -d $dir/molecule ]] || { echo "molecule: roles/$role has no molecule/ dir" >&2; exit 2; }
-  echo "molecule: roles/$role" >&2
-  t0=$SECONDS
-  if (cd "$dir" && MOLECULE_EPHEMERAL_DIRECTORY=$RUN/molecule/$role molecule test --all); then
-    echo "molecule: roles/$role passed in $((SECONDS - t0))s" >&2
+  [[ -d $REPO/roles/$role/molecule ]] || { echo "molecule: roles/$role has no molecule/ dir" >&2; exit 2; }
+done
+
+mkdir -p "$RUN/molecule"
+pids=()
+for role in "${roles[@]}"; do
+  echo "molecule: roles/$role started (log: $RUN/molecule/$role.log)" >&2
+  (
+    t0=$SECONDS status=0
+    cd "$REPO/roles/$role"
+    MOLECULE_EPHEMERAL_DIRECTORY=$RUN/molecule/$role \
+      molecule --base-config "$REPO/tools/lib/molecule-base.yml" test --all || status=$?
+    echo "molecule: roles/$role ended with status $status after $((SECONDS - t0))s"
+    exit "$status"
+  ) </dev/null >"$RUN/molecule/$role.log" 2>&1 &
+  pids+=($!)
+done
+
+failed=()
+for i in "${!roles[@]}"; do
+  role=${roles[$i]}
+  if wait "${pids[$i]}"; then
+    tail -n 1 "$RUN/molecule/$role.log" >&2
   else
-    echo "molecule: roles/$role FAILED after $((SECONDS - t0))s" >&2
+    echo "molecule: roles/$role FAILED; its log, $RUN/molecule/$role.log:" >&2
+    sed 's/^/  | /' "$RUN/molecule/$role.log" >&2
     failed+=("$role")
   fi
 done
