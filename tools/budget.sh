@@ -9,8 +9,10 @@
 #                                          when the total passes the budget (a report, not a failure)
 #
 # Stages run one after the other (make without -j), so a stage lasts from its `begin` to the next
-# one's, and the last to `report`. The report lives in .run/budget/ and is named in the
-# environment variable BRIDGE_BUDGET, which `start` prints for the Makefile to export.
+# one's, and the last to `report`. Under `make test` the image checks and the services' start run in
+# the background beside unit, sanity, lint and docs (tools/background.sh): their stages, images and
+# services, last as long as what was left to wait for. The report lives in .run/budget/ and is
+# named in the environment variable BRIDGE_BUDGET, which `start` prints for the Makefile to export.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
