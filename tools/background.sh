@@ -73,10 +73,22 @@ run() {
   # tasks of its own session: the job's new session is niced as a whole. A daemon the job starts
   # in a session of its own gets an autogroup of nice 0 again, and serves the tests at full speed.
   echo "$NICE" 2>/dev/null >/proc/self/autogroup || true
+  # Without autogroups, a daemon keeps the job's nice: `wait` finds it by this mark.
+  export BRIDGE_BACKGROUND_JOB=$name:$BRIDGE_BACKGROUND
   "$@" || status=$?
   log "$name ended with status $status after $((SECONDS - t0)) s"
   echo "$status" >"$PID_DIR/$name.rc.tmp"
   mv "$PID_DIR/$name.rc.tmp" "$PID_DIR/$name.rc"
+}
+
+# unnice NAME: the processes the job NAME left running (the services' daemons) back to nice 0, so
+# that they serve the later stages at full speed also where a nice is not kept to its session.
+unnice() {
+  local environ pid
+  while read -r environ; do
+    pid=${environ#/proc/}; pid=${pid%/environ}
+    renice -n 0 -p "$pid" >/dev/null 2>&1 || true
+  done < <(grep -lzx "BRIDGE_BACKGROUND_JOB=$1:$BRIDGE_BACKGROUND" /proc/[0-9]*/environ 2>/dev/null || true)
 }
 
 wait_job() {
@@ -86,6 +98,7 @@ wait_job() {
   # The job writes NAME.rc before it exits: once it is gone, NAME.rc is there or never will be.
   while [[ ! -f $PID_DIR/$name.rc ]] && recorded_alive "$name"; do sleep 1; done
   if [[ -f $PID_DIR/$name.rc ]]; then status=$(cat "$PID_DIR/$name.rc"); else status=""; fi
+  unnice "$name"
   if [[ $status == 0 ]]; then
     log "$name passed (waited $((SECONDS - t0)) s; log: $PID_DIR/$name.log)"
     return 0
