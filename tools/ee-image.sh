@@ -142,12 +142,6 @@ debs_dir() {
   key=$( { base_key; echo "$APT_BUILD_CONF"; printf '%s\n' "$@"; declare -f debs_dir; } | sha256sum | cut -c1-16)
   dir=$CACHE/debs-$key
   if [[ ! -f $dir/.complete ]]; then
-    # Another checkout's build may be making the same dir, and .debs.log is one file.
-    mkdir -p "$CACHE"
-    exec 8>"$dir.lock"
-    flock 8
-  fi
-  if [[ ! -f $dir/.complete ]]; then
     log "downloading the .debs of $* (apt-get in a chroot of the base)"
     base_tar=$(base_tarball) || exit 1
     tmp=$(mktemp -d "$CACHE/.debs.XXXXXX")
@@ -170,7 +164,6 @@ debs_dir() {
     rm -f "$CACHE/.debs.log"
     touch "$dir/.complete"
   fi
-  exec 8>&-
   echo "$dir"
 }
 

@@ -114,12 +114,6 @@ wheel_dir() {
   key=$( { echo "$reqs"; "$HOST_PYTHON" -VV; } | sha256sum | cut -c1-16)
   dir=$CACHE/wheels-$key
   if [[ ! -f $dir/.complete ]]; then
-    # Another checkout's build may be making the same dir (a run's lock is its own run dir's).
-    mkdir -p "$CACHE"
-    exec 8>"$dir.lock"
-    flock 8
-  fi
-  if [[ ! -f $dir/.complete ]]; then
     rm -rf "$dir"; mkdir -p "$dir"
     log "building wheels on the host: ${reqs//$'\n'/ }"
     local req_array
@@ -129,7 +123,6 @@ wheel_dir() {
     printf '[global]\nno-index = true\nfind-links = /root/.config/pip\n' >"$dir/pip.conf"
     touch "$dir/.complete"
   fi
-  exec 8>&-
   echo "$dir"
 }
 
