@@ -158,6 +158,7 @@ EOF
 }
 
 ensure_podman
+lock_image_cache
 case "${1:-}" in
   base) ensure_base ;;
   build) ensure_image ;;

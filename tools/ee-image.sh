@@ -295,7 +295,7 @@ EOF
 }
 
 case "${1:-}" in
-  build|check) ensure_podman; "$REPO/tools/bootstrap.sh" ;;
+  build|check) ensure_podman; "$REPO/tools/bootstrap.sh"; lock_image_cache ;;
 esac
 case "${1:-}" in
   build) ensure_image ;;

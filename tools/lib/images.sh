@@ -28,6 +28,15 @@
 
 CACHE=$(realpath -m "${XDG_CACHE_HOME:-$HOME/.cache}/bridge/images")
 MIRROR=http://deb.debian.org/debian
+
+# Builds of other checkouts share ~/.cache/bridge/images (wheels-*, debs-*, one .debs.log), and make
+# test now builds beside other stages, so overlaps last longer: one image build at a time per
+# machine. Held on fd 7 until the script ends. Kept out of the functions whose text keys the images.
+lock_image_cache() {
+  mkdir -p "$CACHE"
+  exec 7>"$CACHE/.build.lock"
+  flock 7
+}
 SUITE=bookworm
 # python3-venv brings ensurepip (pip's wheel); ca-certificates: what pip needs to reach an index.
 BASE_PACKAGES=(python3 python3-venv ca-certificates)
