@@ -162,6 +162,9 @@ def private_service(script, service, settings):
     with `settings` (its BRIDGE_* variables: ports, auth, knobs); yields the path of its env file
     (<run>/<service>/env). Stopped (by its recorded PIDs) and removed afterwards."""
     run_dir = tempfile.mkdtemp(prefix="brt-", dir="/tmp")
+    # Not mkdtemp's 0700: as in the shared run dir, the local accounts a service runs jobs as (the LSF
+    # simulator's bridge and bridgeother) must reach their job dirs below it.
+    os.chmod(run_dir, 0o755)
     env = dict(os.environ, BRIDGE_RUN=run_dir, **settings)
     script = os.path.join(REPO, "tools", script)
     subprocess.run([script, "start"], env=env, check=True)
