@@ -1,6 +1,7 @@
 """Shared pieces of the integration tests: the real clusters started by tools/ and ansible runs."""
 
 import contextlib
+import fcntl
 import json
 import os
 import select
@@ -173,6 +174,23 @@ def private_service(script, service, settings):
     finally:
         subprocess.run([script, "stop"], env=env, check=False)
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def one_at_a_time(name):
+    """Held by one process of the machine at a time (an flock on /tmp/bridge-<name>.lock): what two
+    test modules running at the same time, or two work trees' runs, must not do at once."""
+    with open(os.path.join("/tmp", "bridge-%s.lock" % name), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# Two sandboxed 22.05 clusters at once fail their jobs (JobLaunchFailure): 22.05 runs the host's own
+# Slurm packages, not a chroot's. Held while one runs (tools/lib/slurm-sandbox.sh).
+SANDBOXED_HOST_CLUSTER = "slurm-sandbox-22.05"
 
 
 def private_ray_head(ports, **settings):
