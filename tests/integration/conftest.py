@@ -120,6 +120,23 @@ def require_s3():
     return required(s3_env(), "the S3 server is not running: tools/s3.sh start")
 
 
+def kube_control_plane_env():
+    """The env file tools/kube-control-plane.sh wrote, if its apiserver answers, else None.
+
+    A module starts the control plane only when this is None: `start` on a control plane whose
+    /readyz is slow to answer (a loaded machine) restarts all of it, under every test using it."""
+    values = read_env_file(os.path.join(RUN, "kube", "env"))
+    if values is None:
+        return None
+    from kubernetes import client, config
+
+    try:
+        client.VersionApi(config.new_client_from_config(config_file=values["KUBECONFIG"])).get_code(_request_timeout=60)
+    except Exception:  # pylint: disable=broad-exception-caught  # an env file left by a stopped control plane
+        return None
+    return values
+
+
 def kube_node_env():
     """The env file of the node tools/kube-node.sh runs (KUBE_NODE_NAME, and the control plane's
     values) when it runs, else None: only then are Jobs run, not just stored."""
