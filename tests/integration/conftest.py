@@ -1,6 +1,7 @@
 """Shared pieces of the integration tests: the real clusters started by tools/ and ansible runs."""
 
 import contextlib
+import fcntl
 import json
 import os
 import select
@@ -119,6 +120,23 @@ def require_s3():
     return required(s3_env(), "the S3 server is not running: tools/s3.sh start")
 
 
+def kube_control_plane_env():
+    """The env file tools/kube-control-plane.sh wrote, if its apiserver answers, else None.
+
+    A module starts the control plane only when this is None: `start` on a control plane whose
+    /readyz is slow to answer (a loaded machine) restarts all of it, under every test using it."""
+    values = read_env_file(os.path.join(RUN, "kube", "env"))
+    if values is None:
+        return None
+    from kubernetes import client, config
+
+    try:
+        client.VersionApi(config.new_client_from_config(config_file=values["KUBECONFIG"])).get_code(_request_timeout=60)
+    except Exception:  # pylint: disable=broad-exception-caught  # an env file left by a stopped control plane
+        return None
+    return values
+
+
 def kube_node_env():
     """The env file of the node tools/kube-node.sh runs (KUBE_NODE_NAME, and the control plane's
     values) when it runs, else None: only then are Jobs run, not just stored."""
@@ -162,6 +180,9 @@ def private_service(script, service, settings):
     with `settings` (its BRIDGE_* variables: ports, auth, knobs); yields the path of its env file
     (<run>/<service>/env). Stopped (by its recorded PIDs) and removed afterwards."""
     run_dir = tempfile.mkdtemp(prefix="brt-", dir="/tmp")
+    # Not mkdtemp's 0700: as in the shared run dir, the local accounts a service runs jobs as (the LSF
+    # simulator's bridge and bridgeother) must reach their job dirs below it.
+    os.chmod(run_dir, 0o755)
     env = dict(os.environ, BRIDGE_RUN=run_dir, **settings)
     script = os.path.join(REPO, "tools", script)
     subprocess.run([script, "start"], env=env, check=True)
@@ -170,6 +191,23 @@ def private_service(script, service, settings):
     finally:
         subprocess.run([script, "stop"], env=env, check=False)
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def one_at_a_time(name):
+    """Held by one process of the machine at a time (an flock on /tmp/bridge-<name>.lock): what two
+    test modules running at the same time, or two work trees' runs, must not do at once."""
+    with open(os.path.join("/tmp", "bridge-%s.lock" % name), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# Two sandboxed 22.05 clusters at once fail their jobs (JobLaunchFailure): 22.05 runs the host's own
+# Slurm packages, not a chroot's. Held while one runs (tools/lib/slurm-sandbox.sh).
+SANDBOXED_HOST_CLUSTER = "slurm-sandbox-22.05"
 
 
 def private_ray_head(ports, **settings):

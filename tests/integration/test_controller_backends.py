@@ -16,7 +16,9 @@ once. No token, password or API key in any status, event, controller log or runn
 
 The controller watches all namespaces but only BridgeJobs labelled with this module's run id
 (--selector), so CRs of other runs sharing the apiserver are left alone; each test has its own
-namespace.
+namespace. The LSF and Quantum simulators are this module's own (conftest.private_service, on free
+ports): their access logs, which the tests count requests in, hold no other test's requests, and no
+other test's job holds a device.
 """
 
 import collections
@@ -28,45 +30,66 @@ import uuid
 
 import pytest
 
-from conftest import (COLLECTIONS, REPO, RUN, lsf_env, quantum_env, ray_env, require_kube_node, require_lsf, require_quantum,
-                      require_ray, require_slurm, slurm_env)
+from conftest import (COLLECTIONS, REPO, private_service, ray_env, read_env_file, require_kube_node, require_lsf,
+                      require_quantum, require_ray, require_slurm, slurm_env)
 from controller_support import release_labelled, start_controller
 from test_controller_e2e import GROUP, PLURAL, VERSION, free_port, kube, wait_for  # noqa: F401 pylint: disable=unused-import
 from test_crd import manifests
 
 RUN_LABEL = "bridge.dev/e2e-run"
 
-Controller = collections.namedtuple("Controller", "api_client labels")
+# secrets: every token, password and API key handed to the controller; the simulators' fixtures add theirs.
+Controller = collections.namedtuple("Controller", "api_client labels secrets")
 
 
 @pytest.fixture(scope="module")
 def controller(kube, tmp_path_factory):
     env, api_client = kube
     labels = {RUN_LABEL: uuid.uuid4().hex[:12]}
+    secrets = [value for value in ((slurm_env("22.05") or {}).get("SLURM_JWT"), (ray_env() or {}).get("RAY_TOKEN")) if value]
     tmp_path = tmp_path_factory.mktemp("controller")
     log_path = tmp_path / "controller.log"
     with open(log_path, "w") as log:
         process = start_controller(env["KUBECONFIG"], "%s=%s" % (RUN_LABEL, labels[RUN_LABEL]), tmp_path / "runner", log,
                                    free_port())
     try:
-        yield Controller(api_client, labels)
+        yield Controller(api_client, labels, secrets)
     finally:
         process.send_signal(signal.SIGTERM)
         returncode = process.wait(timeout=120)
         # Nothing may wait on a controller that is gone.
         release_labelled(api_client, "%s=%s" % (RUN_LABEL, labels[RUN_LABEL]))
     log = log_path.read_text()
-    for secret in secrets():
+    for secret in secrets:
         assert secret not in log
         assert not subprocess.run(["grep", "-rlF", secret, str(tmp_path)], capture_output=True, check=False).stdout
     assert returncode == 0, log[-4000:]
 
 
-def secrets():
-    """Every token and password the tests may hand the controller."""
-    found = [(slurm_env("22.05") or {}).get("SLURM_JWT"), (ray_env() or {}).get("RAY_TOKEN"),
-             (lsf_env() or {}).get("LSF_PASSWORD"), (quantum_env() or {}).get("QUANTUM_API_KEY")]
-    return [value for value in found if value]
+class Simulator:
+    """A simulator of this module's own: its env file's values and its access log."""
+
+    def __init__(self, env_file):
+        self.env = read_env_file(env_file)
+        self.access_log = os.path.join(os.path.dirname(env_file), "log", "access.log")
+
+
+@pytest.fixture(scope="module")
+def lsf(controller):  # pylint: disable=redefined-outer-name
+    require_lsf()  # the shared one runs: the simulator's accounts exist
+    with private_service("lsf-pac.sh", "lsf", {"BRIDGE_LSF_PAC_PORT": str(free_port())}) as env_file:
+        simulator = Simulator(env_file)
+        controller.secrets.append(simulator.env["LSF_PASSWORD"])
+        yield simulator
+
+
+@pytest.fixture(scope="module")
+def quantum(controller):  # pylint: disable=redefined-outer-name
+    require_quantum()  # the shared one runs: its venv is installed
+    with private_service("quantum-runtime.sh", "quantum", {"BRIDGE_QUANTUM_PORT": str(free_port())}) as env_file:
+        simulator = Simulator(env_file)
+        controller.secrets.append(simulator.env["QUANTUM_API_KEY"])
+        yield simulator
 
 
 class Namespace:
@@ -77,6 +100,7 @@ class Namespace:
 
         self.client = client
         self.labels = controller.labels
+        self.secrets = controller.secrets
         self.core = client.CoreV1Api(controller.api_client)
         self.custom = client.CustomObjectsApi(controller.api_client)
         self.name = "%s-%s" % (prefix, uuid.uuid4().hex[:8])
@@ -123,7 +147,7 @@ class Namespace:
     def assert_no_secret(self, names):
         statuses = [self.read(name).get("status") for name in names]
         events = [event.message for event in self.core.list_namespaced_event(self.name).items]
-        for secret in secrets():
+        for secret in self.secrets:
             assert secret not in repr(statuses) + repr(events)
 
 
@@ -158,10 +182,10 @@ def quantum_client(quantum):
 
 
 class AccessLog:
-    """A simulator's access log ("time METHOD path status" lines) from now on: lsf or quantum."""
+    """A simulator's access log ("time METHOD path status" lines) from now on."""
 
-    def __init__(self, service="lsf"):
-        self.path = os.path.join(RUN, service, "log", "access.log")
+    def __init__(self, simulator):
+        self.path = simulator.access_log
         self.start = os.path.getsize(self.path) if os.path.exists(self.path) else 0
 
     def requests(self):
@@ -202,12 +226,12 @@ def test_ray_bridgejobs_complete_fail_and_are_stopped_on_delete(controller):
     namespace.assert_no_secret(("ok", "exit3"))
 
 
-def test_lsf_bridgejobs_complete_fail_are_killed_on_delete_submit_once_and_poll_by_list(controller):
-    lsf = require_lsf()
+def test_lsf_bridgejobs_complete_fail_are_killed_on_delete_submit_once_and_poll_by_list(controller, lsf):  # pylint: disable=redefined-outer-name
+    access = AccessLog(lsf)
+    lsf = lsf.env
     namespace = Namespace(controller, "e2e-lsf")
     namespace.secret("lsf", {"user": lsf["LSF_USER"], "password": lsf["LSF_PASSWORD"]})
     backend = {"type": "lsf", "url": lsf["LSF_PAC_URL"], "credentialsSecretRef": {"name": "lsf"}}
-    access = AccessLog()
     for name, script in (("ok", "#!/bin/bash\necho \"fine in $LSB_QUEUE\"\n"), ("exit3", "#!/bin/bash\nexit 3\n"),
                          ("sleeper", "#!/bin/bash\nsleep 300\n")):
         namespace.bridgejob(name, backend, script=script, queue="normal")
@@ -240,13 +264,13 @@ BELL = BELL_STATE.replace("include \"stdgates.inc\";\n", "include \"stdgates.inc
     "c[0] = measure $0;\nc[1] = measure $1;\n"
 
 
-def test_quantum_bridgejobs_complete_with_results_fail_are_cancelled_on_delete_submit_once_and_poll_by_list(controller):
-    quantum = require_quantum()
+def test_quantum_bridgejobs_complete_with_results_fail_are_cancelled_on_delete_submit_once_and_poll_by_list(controller, quantum):  # pylint: disable=redefined-outer-name
+    access = AccessLog(quantum)
+    quantum = quantum.env
     namespace = Namespace(controller, "e2e-quantum")
     namespace.secret("quantum", {"apiKey": quantum["QUANTUM_API_KEY"], "serviceCrn": quantum["QUANTUM_SERVICE_CRN"]})
     backend = {"type": "quantum", "url": quantum["QUANTUM_URL"], "iamUrl": quantum["QUANTUM_IAM_URL"],
                "credentialsSecretRef": {"name": "quantum"}}
-    access = AccessLog("quantum")
     namespace.bridgejob("bell", backend, script=BELL, queue="ibm_manila", backendOptions={"quantum": {"shots": 1000}})
     namespace.bridgejob("zz", backend, script=BELL_STATE, queue="ibm_manila", backendOptions={"quantum": {
         "primitive": "estimator", "precision": 0.05, "pubs": [{"observables": {"ZZ": 1.0}}, {"observables": ["IZ", "XX"]}]}})
@@ -372,8 +396,8 @@ def sample(name):
     return found["Secret"], found["BridgeJob"]
 
 
-def test_the_samples_run_with_the_local_urls_and_credentials(controller):
-    slurm, ray, lsf, quantum = require_slurm("22.05"), require_ray(), require_lsf(), require_quantum()
+def test_the_samples_run_with_the_local_urls_and_credentials(controller, lsf, quantum):  # pylint: disable=redefined-outer-name
+    slurm, ray, lsf, quantum = require_slurm("22.05"), require_ray(), lsf.env, quantum.env
     namespace = Namespace(controller, "e2e-samples")
 
     secret, job = sample("slurm.yaml")

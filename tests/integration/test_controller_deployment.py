@@ -10,14 +10,16 @@ credentials in Secrets, run to Completed (the Pod reaches slurmrestd and Ray on 
 address, tools/kube-node.sh expose); a Kubernetes BridgeJob without a Secret runs as a Job through
 the controller's ServiceAccount; `kubectl get bj` shows the printer columns; `kubectl logs` of
 the controller pod and its /metrics through the apiserver's pod proxy; no token in the status, the
-events or the log. Two replicas: exactly one holds the Lease bridge-controller; with the node
-cordoned, the leader pod deleted, the standby takes the Lease and completes a BridgeJob created
-after; `kubectl rollout restart` (what an image update does) completes and a new pod holds the Lease.
+events or the log. Two replicas: exactly one holds the Lease bridge-controller; with no new pod
+allowed in bridge-system (a ResourceQuota; cordoning the node would stop the pods of every test
+running at the same time), the leader pod deleted, the standby takes the Lease and completes a
+BridgeJob created after; `kubectl rollout restart` (what an image update does) completes and a new pod holds the Lease.
 
 Needs the node to be running already (tools/kube-node.sh start: one node per machine, never started
 here). The Deployment is deleted at the end; the namespace, CRD and RBAC stay (other tests use them).
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -273,6 +275,26 @@ def test_logs_and_metrics_of_the_controller_pod(cluster, jobs):  # pylint: disab
     assert "bridge_queue_depth " in metrics and "bridge_tracked_jobs" in metrics, metrics[:2000]
 
 
+@contextlib.contextmanager
+def no_new_pods(cluster):
+    """While held, bridge-system admits no new pod: a ResourceQuota of one pod there, where the
+    Deployment's two run (a quota refuses creations beyond it and leaves the pods there alone).
+    Afterwards the quota is deleted and the ReplicaSet nudged: it retries a refused creation with a
+    backoff that grows to minutes."""
+    quota = "bridge-no-new-pods"
+    cluster.kubectl("-n", NAMESPACE, "create", "quota", quota, "--hard=pods=1")
+    try:
+        # Admission refuses creations beyond a quota once the quota controller has counted it.
+        wait_for(lambda: (cluster.json("-n", NAMESPACE, "get", "resourcequota", quota).get("status") or {}).get("used") or {},
+                 lambda used: "pods" in used, timeout=60, interval=0.5)
+        yield
+    finally:
+        cluster.kubectl("-n", NAMESPACE, "delete", "resourcequota", quota, "--ignore-not-found")
+        for replica_set in cluster.json("-n", NAMESPACE, "get", "replicasets", "-l", POD_SELECTOR)["items"]:
+            cluster.kubectl("-n", NAMESPACE, "annotate", "--overwrite", "replicaset", replica_set["metadata"]["name"],
+                            "bridge.dev/test-nudge=%s" % uuid.uuid4().hex[:8], check=False)
+
+
 def test_two_replicas_one_leader_and_the_other_takes_over(cluster, jobs):  # pylint: disable=redefined-outer-name
     cluster.kubectl("-n", NAMESPACE, "scale", "deployment", NAME, "--replicas=2")
     # Both replicas count as available, the standby too: the rollout of the scale completes.
@@ -284,11 +306,10 @@ def test_two_replicas_one_leader_and_the_other_takes_over(cluster, jobs):  # pyl
     acting = [name for name in names if " acting (selector " in cluster.kubectl("-n", NAMESPACE, "logs", name).stdout]
     assert acting == [leader], (acting, leader)
     (other,) = [name for name in names if name != leader]
-    # Cordoned, the node takes no replacement pod: the Lease can only pass to the standby, which is what
-    # the second replica is for (uncordoned, the replacement often starts and tries before the standby's
-    # next retry, --retry-period 5 s).
-    cluster.kubectl("cordon", cluster.node["KUBE_NODE_NAME"])
-    try:
+    # No replacement pod: the Lease can only pass to the standby, which is what the second replica is
+    # for (with a replacement, it often starts and tries before the standby's next retry,
+    # --retry-period 5 s).
+    with no_new_pods(cluster):
         deleted = time.monotonic()
         cluster.kubectl("-n", NAMESPACE, "delete", "pod", leader, "--wait=false")
         holders = []
@@ -308,8 +329,6 @@ def test_two_replicas_one_leader_and_the_other_takes_over(cluster, jobs):  # pyl
         jobs.create("after-failover", "slurm", "#!/bin/bash\necho after the failover\n")
         status = jobs.wait_terminal("after-failover")["status"]
         assert status["phase"] == "Completed" and status["exitCode"] == 0, status
-    finally:
-        cluster.kubectl("uncordon", cluster.node["KUBE_NODE_NAME"])
     # Two replicas again, exactly one of them acting: the successor.
     pods = wait_for(cluster.pods, lambda pods: len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods),
                     timeout=240)

@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from conftest import COLLECTIONS, REPO, RUN, read_env_file, require_slurm
+from conftest import COLLECTIONS, REPO, RUN, kube_control_plane_env, read_env_file, require_slurm
 from controller_support import GROUP, PLURAL, VERSION, free_port, install_crd, slurm_backend, slurm_namespace
 
 KUBE_SCRIPT = os.path.join(REPO, "tools", "kube-control-plane.sh")
@@ -26,13 +26,15 @@ KUBE_SCRIPT = os.path.join(REPO, "tools", "kube-control-plane.sh")
 def kube():
     if not os.path.exists(os.path.join(REPO, "deploy", "crd.yaml")):
         pytest.skip("deploy/crd.yaml is missing")
-    result = subprocess.run([KUBE_SCRIPT, "start"], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        message = "kube-apiserver did not start: %s" % result.stderr[-2000:]
-        if os.environ.get("BRIDGE_REQUIRE_SERVICES") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    env = read_env_file(os.path.join(RUN, "kube", "env"))
+    env = kube_control_plane_env()
+    if env is None:
+        result = subprocess.run([KUBE_SCRIPT, "start"], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            message = "kube-apiserver did not start: %s" % result.stderr[-2000:]
+            if os.environ.get("BRIDGE_REQUIRE_SERVICES") == "1":
+                pytest.fail(message)
+            pytest.skip(message)
+        env = read_env_file(os.path.join(RUN, "kube", "env"))
     from kubernetes import config
 
     api_client = config.new_client_from_config(env["KUBECONFIG"])

@@ -20,7 +20,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from conftest import REPO, RUN, read_env_file
+from conftest import REPO, RUN, kube_control_plane_env, read_env_file
 
 DEPLOY = os.path.join(REPO, "deploy")
 SCRIPT = os.path.join(REPO, "tools", "kube-control-plane.sh")
@@ -113,7 +113,10 @@ def unavailable(message):
 
 @pytest.fixture(scope="module")
 def kube():
-    """Starts (or reuses) the control plane; returns its env file's values."""
+    """Reuses (or starts) the control plane; returns its env file's values."""
+    values = kube_control_plane_env()
+    if values is not None:
+        return values
     if not os.path.isfile(SCRIPT):
         unavailable("tools/kube-control-plane.sh is missing")
     status = subprocess.run([SCRIPT, "status"], capture_output=True, text=True, check=False)

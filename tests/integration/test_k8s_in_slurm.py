@@ -329,7 +329,15 @@ def test_sigkill_of_the_batch_script_leaves_nothing(setting, tmp_path):
     main_node_ready()
 
 
-def next_job_ids(setting, count):
+# How many of the ids after a probe job are planted. 22.05 is shared with the tests that run at the
+# same time, whose jobs take ids between the probe and the role's submit (seconds later): the role's
+# job gets one of the next PLANTED ids as long as fewer than that many jobs are submitted in between,
+# which is more than a whole run of the integration tests submits to 22.05. Planting an id costs a
+# directory in this module's own job dir, which no other test reads.
+PLANTED = 1000
+
+
+def next_job_ids(setting, count=PLANTED):
     """The ids Slurm hands out next: one held job is submitted and cancelled to learn the counter."""
     body = json.dumps({"script": "#!/bin/sh\ntrue\n", "job": {
         "name": "ksi-probe", "hold": True, "current_working_directory": "/tmp", "environment": {"PATH": "/bin:/usr/bin"}}})
@@ -359,7 +367,7 @@ def test_a_job_dir_left_by_an_earlier_cluster_is_moved_aside_and_this_one_torn_d
     """Slurm numbers jobs anew after a state reset: a dir ksi-<id> with a torn-down mark may wait
     for the new job. Its mark must not make the new cluster's teardown a no-op."""
     planted = {}
-    for job_id in next_job_ids(setting, 3):
+    for job_id in next_job_ids(setting):
         # A dead daemon: pid 1 with a start time it never had.
         planted[job_id] = plant_earlier_cluster(setting, job_id, "1 0")
     name = "reuse-%s" % uuid.uuid4().hex[:6]
@@ -367,7 +375,7 @@ def test_a_job_dir_left_by_an_earlier_cluster_is_moved_aside_and_this_one_torn_d
                              k8s_in_slurm_manifests=[pod("hello", "reused dir")])
     try:
         job_id = int(first["job_id"])
-        assert job_id in planted, "job %d got none of the planted ids %s" % (job_id, sorted(planted))
+        assert job_id in planted, "job %d got none of the planted ids %d-%d" % (job_id, min(planted), max(planted))
         job_dir = first["job_dir"]
         assert job_dir == planted[job_id]
         assert not os.path.exists(os.path.join(job_dir, "torn-down"))
@@ -379,8 +387,7 @@ def test_a_job_dir_left_by_an_earlier_cluster_is_moved_aside_and_this_one_torn_d
         raise
     run_role(setting, tmp_path, k8s_in_slurm_name=name, k8s_in_slurm_state="absent")
     assert_torn_down(job_dir, held)
-    for path in planted.values():
-        subprocess.run(["rm", "-rf", path] + glob.glob(path + ".earlier-*"), check=False)
+    subprocess.run(["rm", "-rf"] + list(planted.values()) + glob.glob(job_dir + ".earlier-*"), check=False)
     main_node_ready()
 
 
@@ -389,7 +396,7 @@ def test_a_job_dir_whose_daemon_still_runs_is_refused(setting, tmp_path):
     planted = {}
     try:
         planted = {job_id: plant_earlier_cluster(setting, job_id, "%d %s" % (keeper.pid, starttime(keeper.pid)))
-                   for job_id in next_job_ids(setting, 3)}
+                   for job_id in next_job_ids(setting)}
         name = "busy-%s" % uuid.uuid4().hex[:6]
         _none, output = run_role(setting, tmp_path, succeed=False, k8s_in_slurm_name=name, k8s_in_slurm_time_limit=5,
                                  k8s_in_slurm_wait_timeout=30)
@@ -402,8 +409,7 @@ def test_a_job_dir_whose_daemon_still_runs_is_refused(setting, tmp_path):
     finally:
         keeper.kill()
         keeper.wait()
-        for path in planted.values():
-            subprocess.run(["rm", "-rf", path], check=False)
+        subprocess.run(["rm", "-rf"] + list(planted.values()), check=False)
 
 
 def test_a_cluster_that_cannot_come_up_fails_with_its_reason(setting, tmp_path):

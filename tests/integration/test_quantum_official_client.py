@@ -1,5 +1,7 @@
-"""The unmodified official qiskit-ibm-runtime client against the Qiskit Runtime simulator started by
-tools/quantum-runtime.sh (tests/simulators/quantum_runtime.py).
+"""The unmodified official qiskit-ibm-runtime client against a Qiskit Runtime simulator of this
+module's own, started by tools/quantum-runtime.sh (tests/simulators/quantum_runtime.py) on a free port:
+its access log holds the client's calls only, and no other test's job holds a device that a
+scenario waits on.
 
 The client lives in the qiskit venv, not in the project venv: quantum_official_client.py runs every
 scenario there once (QUANTUM_PYTHON, about 10 s) and reports facts as JSON; the tests below read
@@ -12,14 +14,23 @@ import subprocess
 
 import pytest
 
-from conftest import RUN, require_quantum
+from conftest import private_service, read_env_file, require_quantum
+from controller_support import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.fixture(scope="module")
-def quantum():
-    return require_quantum()
+def simulator():
+    """(env file values, access log path) of the module's simulator."""
+    require_quantum()  # the shared one runs: the qiskit venv is installed
+    with private_service("quantum-runtime.sh", "quantum", {"BRIDGE_QUANTUM_PORT": str(free_port())}) as env_file:
+        yield read_env_file(env_file), os.path.join(os.path.dirname(env_file), "log", "access.log")
+
+
+@pytest.fixture(scope="module")
+def quantum(simulator):  # pylint: disable=redefined-outer-name
+    return simulator[0]
 
 
 @pytest.fixture(scope="module")
@@ -113,10 +124,10 @@ def test_every_result_validated_against_ibm_quantum_schemas(facts):
     assert len(set(validated)) == 7
 
 
-def test_access_log_shows_the_client_s_calls(facts):
+def test_access_log_shows_the_client_s_calls(facts, simulator):  # pylint: disable=redefined-outer-name
     """The official client's call sequence (quantum-lsf.md §A1) reached the simulator, one line each."""
     assert facts
-    with open(os.path.join(RUN, "quantum", "log", "access.log")) as handle:
+    with open(simulator[1]) as handle:
         lines = [line.split() for line in handle]
     seen = {tuple(line[1:]) for line in lines}
     for call in [("POST", "/identity/token", "200"), ("POST", "/v3/resources/search", "200"),

@@ -17,6 +17,7 @@ cluster runs with --no-accounting before and after: no slurmdbd or MariaDB, and 
 its slurmdbd plugin.
 """
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -24,7 +25,7 @@ import tempfile
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, SANDBOXED_HOST_CLUSTER, one_at_a_time
 
 DAEMONS = ("slurmdbd", "mariadbd", "slurmrestd", "slurmctld", "slurmd")
 SCRIPT = os.path.join(REPO, "tools", "slurm-cluster.sh")
@@ -164,8 +165,10 @@ def run_sandboxed(version):
                "bash", "-c", DRIVER, "driver", version] + list(DAEMONS)
     env = dict(os.environ, BRIDGE_SLURM_MIN_JOB_AGE="2", ACCOUNTING_CHECK=ACCOUNTING_CHECK)
     try:
-        return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=480,
-                              check=False)
+        # test_slurm_min_job_age.py, running at the same time, sandboxes 22.05 clusters too.
+        with one_at_a_time(SANDBOXED_HOST_CLUSTER) if version == "22.05" else contextlib.nullcontext():
+            return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=480,
+                                  check=False)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
 

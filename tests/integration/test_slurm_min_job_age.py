@@ -4,6 +4,8 @@ accounting keeps the job; without accounting it submits again, which is why acco
 Each case runs in tools/lib/slurm-sandbox.sh (private pid, network and mount namespaces): a throwaway
 cluster with MinJobAge=2 on the usual ports, with its own slurmdbd and MariaDB, beside the real ones.
 Cases of different versions run at the same time: most of each is waiting for slurmctld's purge.
+Each wave holds conftest.SANDBOXED_HOST_CLUSTER: test_slurm_cluster_script.py, running at the same
+time, sandboxes a 22.05 cluster too.
 """
 
 import json
@@ -15,7 +17,7 @@ import uuid
 
 import pytest
 
-from conftest import REPO, VENV_BIN, ansible_env, require_slurm
+from conftest import REPO, SANDBOXED_HOST_CLUSTER, VENV_BIN, ansible_env, one_at_a_time, require_slurm
 
 PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "slurm_rerun.yml")
 
@@ -72,9 +74,10 @@ def outcomes(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("min-job-age")
     results = {}
     for wave in WAVES:
-        started = [(case, start_case(case[0], case[1], tmp_path)) for case in wave]
-        for case, (process, run_dir, out) in started:
-            results[case] = finish_case(process, run_dir, out)
+        with one_at_a_time(SANDBOXED_HOST_CLUSTER):
+            started = [(case, start_case(case[0], case[1], tmp_path)) for case in wave]
+            for case, (process, run_dir, out) in started:
+                results[case] = finish_case(process, run_dir, out)
     return results
 
 
