@@ -31,7 +31,7 @@ SLURM_VERSIONS = ("22.05", "24.11", "26.05")
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        "serial: needs the machine or a shared service to itself (load, cordons, lease timing); "
+        "serial: needs the machine or a shared service to itself (load, image loads, lease timing); "
         "`make integration` runs these after the parallel run, one at a time")
 
 

@@ -31,7 +31,8 @@ import pytest
 from conftest import REPO, RUN, read_env_file, require_ray, require_slurm
 from test_controller_e2e import wait_for
 
-# It cordons the only node and loads it with the controller's image: nothing else may run on it meanwhile.
+# It loads the controller's image into the node and times a leader failover of its pods: alone, so that
+# neither slows the other tests nor is slowed by them.
 pytestmark = pytest.mark.serial
 
 NODE_SCRIPT = os.path.join(REPO, "tools", "kube-node.sh")
