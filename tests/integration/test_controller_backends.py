@@ -264,7 +264,8 @@ BELL = BELL_STATE.replace("include \"stdgates.inc\";\n", "include \"stdgates.inc
     "c[0] = measure $0;\nc[1] = measure $1;\n"
 
 
-def test_quantum_bridgejobs_complete_with_results_fail_are_cancelled_on_delete_submit_once_and_poll_by_list(controller, quantum):  # pylint: disable=redefined-outer-name
+def test_quantum_bridgejobs_complete_with_results_fail_are_cancelled_on_delete_submit_once_and_poll_by_list(
+        controller, quantum):  # pylint: disable=redefined-outer-name
     access = AccessLog(quantum)
     quantum = quantum.env
     namespace = Namespace(controller, "e2e-quantum")
