@@ -1,7 +1,7 @@
 """ansible-playbook against every real backend: the module suites in playbooks/<backend>_job.yml.
 
-Every backend's playbook starts at once (each mostly waits on a time limit), so the suite costs
-about as much as the slowest one.
+Each playbook is a test of its own, which `make integration` hands to whichever worker is free
+(tests/integration/scheduling.py, SPREAD_MODULES): they mostly wait on time limits, beside other modules.
 """
 
 import os
@@ -56,32 +56,20 @@ def secret_of(values):
             or values.get("QUANTUM_API_KEY") or None)
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Start the playbook of every backend that is up; tests then wait for their own."""
-    logs = tmp_path_factory.mktemp("playbooks")
-    started = {}
-    for target in TARGETS:
-        name, backend = target.split(":")
-        values = target_env(backend)
-        if values is None:
-            continue
-        log_path = str(logs / ("%s-%s.log" % (name, backend)))
-        extra = {"run_id": "%s-%s" % (RUN_ID, backend.replace(".", ""))}
-        if name == "jobs_batch":
-            extra.update(batch_vars(backend, values))
-        if backend == "kubernetes":
-            extra.update(namespace=kube_namespace(values, "playbook"), bad_token=BAD_KUBECONFIG_TOKEN)
-        process = start_playbook(os.path.join(PLAYBOOKS, name + ".yml"), extra, ansible_env(values), log_path)
-        started[target] = (process, log_path, values)
-    yield started
-    for process in (run[0] for run in started.values()):
-        if process.poll() is None:
-            process.kill()
+def start_target(target, values, directory):
+    """Start TARGET's playbook against the backend of VALUES; returns the process and its log's path."""
+    name, backend = target.split(":")
+    log_path = str(directory / ("%s-%s.log" % (name, backend)))
+    extra = {"run_id": "%s-%s" % (RUN_ID, backend.replace(".", ""))}
+    if name == "jobs_batch":
+        extra.update(batch_vars(backend, values))
+    if backend == "kubernetes":
+        extra.update(namespace=kube_namespace(values, "playbook"), bad_token=BAD_KUBECONFIG_TOKEN)
+    return start_playbook(os.path.join(PLAYBOOKS, name + ".yml"), extra, ansible_env(values), log_path), log_path
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_job_playbook(target, runs):
+def test_job_playbook(target, tmp_path):
     backend = target.split(":")[1]
     if backend == "ray":
         require_ray()
@@ -93,8 +81,13 @@ def test_job_playbook(target, runs):
         require_kube_node()
     else:
         require_slurm(backend.split("-", 1)[1])
-    process, log_path, values = runs[target]
-    returncode = process.wait(timeout=900)
+    values = target_env(backend)
+    process, log_path = start_target(target, values, tmp_path)
+    try:
+        returncode = process.wait(timeout=900)
+    finally:
+        if process.poll() is None:
+            process.kill()
     with open(log_path) as handle:
         output = handle.read()
     secret = secret_of(values)
