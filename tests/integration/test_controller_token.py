@@ -40,7 +40,8 @@ VERSIONS = ("22.05", "24.11")
 # Not Slurm's default /tmp/slurm-<job id>.out, which a job of that id of an earlier cluster may own.
 NO_OUTPUT = "/dev/null"
 
-Controller = collections.namedtuple("Controller", "api_client labels port tokens")
+# secrets: every token handed to the controller (test_controller_backends.Namespace checks them too).
+Controller = collections.namedtuple("Controller", "api_client labels port secrets")
 
 
 def issue_token(version, lifespan):
@@ -68,17 +69,17 @@ def controller(kube, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("controller-token")
     log_path = tmp_path / "controller.log"
     port = free_port()
-    tokens = []
+    secrets = []
     with open(log_path, "w") as log:
         process = start_controller(env["KUBECONFIG"], "%s=%s" % (RUN_LABEL, labels[RUN_LABEL]), tmp_path / "runner", log, port)
     try:
-        yield Controller(api_client, labels, port, tokens)
+        yield Controller(api_client, labels, port, secrets)
     finally:
         process.send_signal(signal.SIGTERM)
         returncode = process.wait(timeout=120)
         release_labelled(api_client, "%s=%s" % (RUN_LABEL, labels[RUN_LABEL]))
     log = log_path.read_text()
-    for token in tokens:
+    for token in secrets:
         assert token not in log
         assert not subprocess.run(["grep", "-rlF", token, str(tmp_path)], capture_output=True, check=False).stdout
     assert returncode == 0, log[-4000:]
@@ -104,7 +105,7 @@ def test_a_token_rotated_in_the_secret_while_jobs_run(controller, version):
     namespace = Namespace(controller, "token-%s" % version.replace(".", ""))
     short = issue_token(version, LIFESPAN)
     expires = time.monotonic() + LIFESPAN
-    controller.tokens.append(short)
+    controller.secrets.append(short)
     namespace.secret("slurm", {"user": slurm["SLURM_USER"], "token": short})
     backend = {"type": "slurm", "url": slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm"},
                "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]}
@@ -133,7 +134,7 @@ def test_a_token_rotated_in_the_secret_while_jobs_run(controller, version):
     names.append("while-expired")
 
     fresh = issue_token(version, 600)
-    controller.tokens.append(fresh)
+    controller.secrets.append(fresh)
     namespace.core.patch_namespaced_secret("slurm", namespace.name, {"stringData": {"token": fresh}})
     rotated = time.monotonic()
     namespace.bridgejob("after-rotation", backend, script=short_job, resources={"timeLimit": 5}, stdout=NO_OUTPUT)

@@ -39,6 +39,10 @@ from controller_support import GROUP, PLURAL, VERSION, free_port, release_labell
 from test_controller_chaos import account  # noqa: F401 pylint: disable=unused-import
 from test_controller_e2e import kube, wait_for  # noqa: F401 pylint: disable=unused-import
 
+# Its controller did not stop within 120 s of SIGTERM once, with every core busy: a run of its last
+# batch had not ended. Alone until that is understood.
+pytestmark = pytest.mark.serial
+
 RUN_LABEL = "bridge.dev/tenancy-run"
 PAGE_SECRET = "INTERNAL-PAGE-7f3a9c"
 MARKERS_VARIABLE = "TENANCY_MARKERS"
