@@ -18,10 +18,12 @@ import concurrent.futures
 import contextlib
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -260,11 +262,16 @@ def running(pid):
 def test_slurmrestd_outage_marks_backend_unreachable_then_statuses_catch_up(setup):
     ctx = setup
     relay = Relay.to(ctx.slurm["SLURM_URL"])
+    # The jobs end when the test releases them, after the cut: a fixed sleep ended the first job
+    # before the second ran when both cores were busy. Slurm 22.05 runs them on this host.
+    release = tempfile.mkdtemp(prefix="chaos-release-", dir="/tmp")
+    os.chmod(release, 0o755)
+    waiting = "#!/bin/bash\nfor i in $(seq 600); do [ -e %s/go ] && exit 0; sleep 0.5; done\nexit 1\n" % release
     try:
         ctx.backend = dict(ctx.backend, url=relay.url)
         names = ("short-a", "short-b")
         for name in names:
-            ctx.create(name, "#!/bin/bash\nsleep 8\n")
+            ctx.create(name, waiting)
         ctx.controller.start()
         job_ids = {}
         for name in names:
@@ -278,6 +285,7 @@ def test_slurmrestd_outage_marks_backend_unreachable_then_statuses_catch_up(setu
             assert phase_of(down) == "Running"
         # The jobs end while their slurmrestd is out of the controller's reach; Slurm itself, asked
         # directly, says when.
+        open(os.path.join(release, "go"), "w").close()
         slurm = slurm_client(ctx.slurm)
         for name in names:
             wait_for(lambda n=name: slurm.get(job_ids[n]), lambda job: job["phase"] == "completed", timeout=120)
@@ -292,6 +300,7 @@ def test_slurmrestd_outage_marks_backend_unreachable_then_statuses_catch_up(setu
             assert done["status"]["jobId"] == job_ids[name]
     finally:
         relay.close()
+        shutil.rmtree(release, ignore_errors=True)
     assert_no_token(ctx)
 
 
