@@ -117,10 +117,32 @@ def outcome(job, timed_out, wait_timeout, expected_phase=None):
     return False, "job %s is %s" % (ident, job["phase"])
 
 
+def lookup_keys(spec):
+    """(identities, names) a spec's job may carry: its identity and the aliases normalize_spec
+    gives (the identity Bridge 0.1.0 derived), each with the job name it was submitted under."""
+    identities = [spec["identity"]] + list(spec.get("identity_aliases") or ())
+    defaulted = spec.get("name") in (None, spec["identity"])
+    return identities, [identity if defaulted else spec["name"] for identity in identities]
+
+
+def first_found(found, spec):
+    """The job of `found` (find_many's answer) that carries the spec's identity, or else an alias."""
+    for identity in lookup_keys(spec)[0]:
+        if identity in found:
+            return found[identity]
+    return None
+
+
+def find_existing(client, spec):
+    """The job a spec already has, under its identity or an alias: one lookup."""
+    identities, names = lookup_keys(spec)
+    return first_found(client.find_many(identities, names=names), spec)
+
+
 def ensure_present(client, spec, check_mode=False, wait=False, wait_timeout=600, poll_interval=5,
                    cancel_rejected=True, sleep=time.sleep, clock=time.monotonic):
     rendered = client.render(spec)
-    existing = client.find(spec["identity"], name=spec.get("name"))
+    existing = find_existing(client, spec)
     result = {"changed": False, "rendered": rendered, "failed": False}
     if getattr(client, "lookup", None):
         result["lookup"] = client.lookup
@@ -176,9 +198,10 @@ def _cancel_hopeless(client, job):
     return final
 
 
-def ensure_absent(client, job_id=None, identity=None, check_mode=False, wait=False, wait_timeout=600,
+def ensure_absent(client, job_id=None, identity=None, spec=None, check_mode=False, wait=False, wait_timeout=600,
                   poll_interval=5, sleep=time.sleep, clock=time.monotonic):
-    """Cancel the job if it still runs or waits; a finished or unknown job is left as it is."""
+    """Cancel the job if it still runs or waits; a finished or unknown job is left as it is. The job
+    is `job_id`, else the one of `identity`, else the one `spec` (normalized) has."""
     job = None
     if job_id is not None:
         try:
@@ -187,6 +210,8 @@ def ensure_absent(client, job_id=None, identity=None, check_mode=False, wait=Fal
             job = None
     elif identity is not None:
         job = client.find(identity)
+    elif spec is not None:
+        job = find_existing(client, spec)
     result = {"changed": False, "failed": False, "job": job}
     if job is None or job.get("terminal"):
         result["diff"] = {"before": summary(job), "after": summary(job)}
@@ -232,13 +257,18 @@ def ensure_many_present(client, specs, check_mode=False):
     Each job's outcome stands on its own: a refused spec does not stop the others. A submitted
     job is reported as queued without reading it back; whoever polls reads all jobs at once.
     """
-    existing = client.find_many([spec["identity"] for spec in specs], names=[spec.get("name") for spec in specs])
+    identities, names = [], []
+    for spec in specs:
+        more_identities, more_names = lookup_keys(spec)
+        identities.extend(more_identities)
+        names.extend(more_names)
+    existing = client.find_many(identities, names=names)
     results = []
     for spec in specs:
         item = {"identity": spec["identity"], "changed": False, "failed": False}
         try:
             item["rendered"] = client.render(spec)
-            job = existing.get(spec["identity"])
+            job = first_found(existing, spec)
             if job is None:
                 client.check(spec)
                 job = predicted_job(spec, client)

@@ -138,14 +138,15 @@ def run_job(module, client):
     if params["state"] == "present":
         spec = normalize_spec(params, client)
         result = ensure_present(client, spec, cancel_rejected=params["cancel_rejected"], **wait_args)
-        result["identity"] = spec["identity"]
+        # An alias when the job was found under the identity an earlier Bridge derived.
+        result["identity"] = (result.get("job") or {}).get("identity") or spec["identity"]
     else:
-        identity = params.get("identity")
+        identity, spec = params.get("identity"), None
         if params.get("job_id") is None and identity is None and params.get("script"):
-            identity = normalize_spec(params, client)["identity"]
-        if params.get("job_id") is None and identity is None:
+            spec = normalize_spec(params, client)
+        if params.get("job_id") is None and identity is None and spec is None:
             raise SpecError("job_id", "state=absent needs job_id, identity, or the job's spec to derive its identity")
-        result = ensure_absent(client, job_id=params.get("job_id"), identity=identity, **wait_args)
+        result = ensure_absent(client, job_id=params.get("job_id"), identity=identity, spec=spec, **wait_args)
     return finish_job_result(module, client, result)
 
 

@@ -18,35 +18,16 @@ import math
 import re
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
-
-RESOURCE_OPTIONS = dict(
-    nodes=dict(type="int"),
-    tasks=dict(type="int"),
-    tasks_per_node=dict(type="int"),
-    cpus_per_task=dict(type="int"),
-    gpus=dict(type="int"),
-    gpu_type=dict(type="str"),
-    memory=dict(type="raw"),
-    memory_per_cpu=dict(type="raw"),
-    time_limit=dict(type="raw"),
-)
+from ansible_collections.bridge.hpc.plugins.module_utils._fields import FIELDS, argument_spec, is_set, refusal, value_of
 
 # The Ansible argument spec of a job; modules extend it with their connection and state options.
-JOB_SPEC_OPTIONS = dict(
-    script=dict(type="str"),
-    name=dict(type="str"),
-    identity=dict(type="str"),
-    environment=dict(type="dict", default={}),
-    working_directory=dict(type="str"),
-    stdout=dict(type="str"),
-    stderr=dict(type="str"),
-    queue=dict(type="str"),
-    account=dict(type="str"),
-    qos=dict(type="str"),
-    constraints=dict(type="str"),
-    resources=dict(type="dict", default={}, options=RESOURCE_OPTIONS),
-    backend_options=dict(type="dict", default={}),
-)
+JOB_SPEC_OPTIONS = argument_spec()
+RESOURCE_OPTIONS = JOB_SPEC_OPTIONS["resources"]["options"]
+# The fields of the spec as Bridge 0.1.0 hashed them into derived identities (legacy_identities).
+LEGACY_TOP_KEYS = ("script", "name", "environment", "working_directory", "stdout", "stderr", "queue", "account", "qos",
+                   "constraints", "resources", "backend_options")
+LEGACY_RESOURCE_KEYS = ("nodes", "tasks", "tasks_per_node", "cpus_per_task", "gpus", "gpu_type", "memory_mb",
+                        "memory_per_cpu_mb", "time_limit_minutes")
 
 IDENTITY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 NAME_PATTERN = re.compile(r"^[^\s,'\"\\]{1,200}$")
@@ -211,20 +192,35 @@ def normalize_spec(params, backend=None):
         "script": script or None,
         "name": name,
         "environment": environment,
-        "working_directory": params.get("working_directory") or None,
-        "stdout": params.get("stdout") or None,
-        "stderr": params.get("stderr") or None,
-        "queue": params.get("queue") or None,
-        "account": params.get("account") or None,
-        "qos": params.get("qos") or None,
-        "constraints": params.get("constraints") or None,
         "resources": normalized_resources,
         "backend_options": backend_options,
+        "exclusive": True if params.get("exclusive") else None,
     }
+    # The fields that are text as given: empty means unset.
+    for key in TEXT_KEYS:
+        spec[key] = params.get(key) or None
+    if backend is not None:
+        refuse_unsupported(spec, backend)
     spec["identity"] = identity or derive_identity(spec)
+    # Jobs submitted by Bridge 0.1.0 under a derived identity carry the identity of its scheme; an
+    # upgrade looks them up too, so it never submits a second job for one that exists.
+    spec["identity_aliases"] = () if identity else legacy_identities(spec)
     if spec["name"] is None:
         spec["name"] = spec["identity"]
     return spec
+
+
+# Text fields whose normalized value is the value given, or None.
+TEXT_KEYS = ("working_directory", "stdout", "stderr", "queue", "account", "qos", "constraints")
+
+
+def refuse_unsupported(spec, backend):
+    """SpecError naming the first field the spec sets that `backend` (a Backend class or client)
+    refuses, with the reason the field table gives; what it compiles passes."""
+    refused = refusal(spec, backend.NAME)
+    if refused is not None:
+        field, why = refused
+        raise SpecError(field, "not supported by the %s backend: %s" % (backend.TITLE, why))
 
 
 def _env_text(value):
@@ -233,15 +229,63 @@ def _env_text(value):
     return "%s" % (value,)
 
 
+def identity_material(spec):
+    """What a derived identity hashes: each field the spec sets, by its name in the spec, with its
+    normalized value ("4G" and 4096 are the same memory). An unset field is left out, so a field
+    added to the spec later leaves the identities of specs that do not set it as they were."""
+    material = {}
+    for field in FIELDS:
+        if field.name == "identity":
+            continue
+        value = _canonical(value_of(spec, field))
+        if value is not None:
+            material[field.name] = value
+    return material
+
+
+def _canonical(value):
+    """A value without what asks for nothing: unset entries of a mapping, empty mappings; None when
+    nothing is left."""
+    if isinstance(value, dict):
+        kept = dict((key, _canonical(item)) for key, item in value.items())
+        kept = dict((key, item) for key, item in kept.items() if item is not None)
+        return kept or None
+    return value if is_set(value) else None
+
+
+def _digest(material):
+    return hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()[:16]
+
+
+def _prefixed(spec, digest):
+    prefix = re.sub(r"[^A-Za-z0-9._:-]", "-", spec.get("name") or "bridge").lstrip("._:-") or "bridge"
+    return "%s-%s" % (prefix[:100], digest)
+
+
 def derive_identity(spec):
     """A deterministic identity from the job's content: the same spec always maps to the same job.
 
-    Users who want to run an unchanged spec again give `identity` explicitly (a run id, a CR UID).
+    The name (or "bridge") and 16 hex digits of a SHA-256 over identity_material. Users who want to
+    run an unchanged spec again give `identity` explicitly (a run id, a CR UID).
     """
-    material = dict((k, v) for k, v in spec.items() if k != "identity")
-    digest = hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode("utf-8"))
-    prefix = re.sub(r"[^A-Za-z0-9._:-]", "-", spec.get("name") or "bridge").lstrip("._:-") or "bridge"
-    return "%s-%s" % (prefix[:100], digest.hexdigest()[:16])
+    return _prefixed(spec, _digest(identity_material(spec)))
+
+
+def legacy_identities(spec):
+    """The identity Bridge 0.1.0 derived for this spec (it hashed every field, unset ones too), as a
+    tuple; empty when the spec sets a field 0.1.0 did not have, since 0.1.0 cannot have submitted it."""
+    if any(_since_legacy(field) and is_set(value_of(spec, field)) for field in FIELDS):
+        return ()
+    material = dict((key, spec[key]) for key in LEGACY_TOP_KEYS)
+    material["resources"] = dict((key, spec["resources"].get(key)) for key in LEGACY_RESOURCE_KEYS)
+    return (_prefixed(spec, _digest(material)),)
+
+
+def _since_legacy(field):
+    """Whether a field came after Bridge 0.1.0."""
+    group, _dot, _leaf = field.name.rpartition(".")
+    keys = LEGACY_RESOURCE_KEYS if group == "resources" else LEGACY_TOP_KEYS
+    return field.key not in keys and field.name != "identity"
 
 
 def effective_environment(spec):

@@ -43,10 +43,9 @@ options:
     choices: [present, absent]
   jobs:
     description:
-      - The jobs. With O(state=present) each item takes the options of M(bridge.hpc.job)'s job spec
-        (C(script), C(name), C(identity), C(environment), C(working_directory), C(stdout), C(stderr),
-        C(queue), C(account), C(qos), C(constraints), C(resources), C(backend_options)), with
-        C(identity) required. With O(state=absent) an item needs its C(identity).
+      - The jobs. With O(state=present) each item takes the job spec options of M(bridge.hpc.job)
+        (docs/spec.md lists them), with C(identity) required. With O(state=absent) an item needs its
+        C(identity).
       - Required unless O(handoff_pipe) is set; the two are mutually exclusive.
     type: list
     elements: dict

@@ -81,14 +81,6 @@ def test_each_backend_has_its_connection_fragment_modules_and_action_group(name)
     assert os.path.exists(os.path.join(REPO, "docs", "%s.md" % name))
 
 
-def test_backend_options_namespaces_are_documented_as_the_registry():
-    text = " ".join(documented_options(fragment("job_spec").DOCUMENTATION)["backend_options"]["description"])
-    assert sorted(re.findall(r"C\((\w+)\)", text.split("Allowed namespaces")[1].split(".")[0])) == sorted(BACKENDS)
-    with open(os.path.join(REPO, "docs", "spec.md")) as handle:
-        line = next(line for line in handle if line.startswith("| `backend_options`"))
-    assert sorted(re.findall(r"`(\w+)`", line.split("registered backend")[1].split(")")[0])) == sorted(BACKENDS)
-
-
 def inventory_options(plugin):
     """An inventory plugin's options, merged with those of this collection's fragments it extends
     (per option, the plugin's keys win: how ansible-doc and the plugin loader merge them)."""

@@ -1,0 +1,116 @@
+"""The job spec's field table crossed with every backend: each field is compiled (the request
+changes when it is set) or refused naming the field and the table's reason; never dropped.
+And what is generated from the table (doc fragment, CRD, docs/spec.md) is what is committed."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
+from ansible_collections.bridge.hpc.plugins.module_utils._fields import BY_NAME, FIELDS, RESOURCES_PREFIX, argument_spec, leaf
+from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
+from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
+
+from backend_clients import client_for
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+URL = "http://127.0.0.1:9"
+QASM = "OPENQASM 3.0;\ninclude \"stdgates.inc\";\nbit[1] c;\nh $0;\nc[0] = measure $0;\n"
+# What each backend's job needs besides the field under test: a script it runs, and a Kubernetes
+# Job's image, an IBM Quantum job's device.
+BASES = {
+    "slurm": {"script": "#!/bin/bash\necho base\n"},
+    "lsf": {"script": "#!/bin/bash\necho base\n"},
+    "ray": {"script": "#!/bin/bash\necho base\n"},
+    "kubernetes": {"script": "#!/bin/bash\necho base\n", "backend_options": {"kubernetes": {"image": "debian:12"}}},
+    "quantum": {"script": QASM, "queue": "fake_device"},
+}
+# Fields whose sample only makes sense with another field set (in the base and the sample alike).
+COMPANIONS = {"resources.gpu_type": {"resources": {"gpus": 1}}}
+# A native field of each backend's own namespace of backend_options.
+BACKEND_OPTIONS = {
+    "slurm": {"requeue": True},
+    "lsf": {"-G": "physics"},
+    "ray": {"entrypoint_num_cpus": 2},
+    "kubernetes": {"image": "debian:12", "ttl_seconds_after_finished": 60},
+    "quantum": {"shots": 100},
+}
+SAMPLE_SCRIPTS = {"quantum": QASM.replace("h $0", "x $0")}
+SLURM_VERSIONS = ("v0.0.38", "v0.0.41", "v0.0.45")
+
+
+def merged(*parts):
+    params = {}
+    for part in parts:
+        for key, value in part.items():
+            if isinstance(value, dict) and isinstance(params.get(key), dict):
+                params[key] = merged(params[key], value)
+            else:
+                params[key] = value
+    return params
+
+
+def with_field(field, backend):
+    if field.name == "backend_options":
+        return {"backend_options": {backend: BACKEND_OPTIONS[backend]}}
+    if field.name == "script":
+        return {"script": SAMPLE_SCRIPTS.get(backend, field.sample)}
+    if field.name.startswith(RESOURCES_PREFIX):
+        return {"resources": {leaf(field): field.sample}}
+    return {field.name: field.sample}
+
+
+def clients(backend):
+    cls = BACKENDS[backend]
+    if backend != "slurm":
+        return [client_for(cls, URL, URL)]
+    return [cls(URL, user="bridge", token="t", api_version=version) for version in SLURM_VERSIONS]
+
+
+def rendered(client, params):
+    return json.dumps(client.render(normalize_spec(params, client)), sort_keys=True, default=str)
+
+
+CASES = [(field, backend) for field in FIELDS for backend in sorted(BACKENDS)]
+
+
+def test_every_field_names_every_registered_backend():
+    for field in FIELDS:
+        assert sorted(field.backends) == sorted(BACKENDS), field.name
+
+
+@pytest.mark.parametrize("field, backend", CASES, ids=["%s-%s" % (field.name, backend) for field, backend in CASES])
+def test_a_field_is_compiled_or_refused_with_its_reason_never_dropped(field, backend):
+    rule = field.backends[backend]
+    base = merged(BASES[backend], COMPANIONS.get(field.name, {}), {"identity": "cross-1"})
+    changed = merged(base, with_field(field, backend))
+    for client in clients(backend):
+        if rule.refused:
+            with pytest.raises(SpecError) as refused:
+                normalize_spec(changed, client)
+            # A companion the backend refuses too (IBM Quantum's GPUs under a GPU type) is named first.
+            companions = [name for name in BY_NAME if name.split(".")[-1] in COMPANIONS.get(field.name, {}).get(
+                "resources", {}) and BY_NAME[name].backends[backend].refused]
+            assert refused.value.field in [field.name] + companions
+            assert BY_NAME[refused.value.field].backends[backend].why in str(refused.value)
+            for allowed in rule.allowed:
+                rendered(client, merged(base, with_field(field._replace(sample=allowed), backend)))
+        else:
+            assert rendered(client, changed) != rendered(client, base), "%s is dropped by %s" % (field.name, backend)
+
+
+def test_the_argument_spec_is_the_table():
+    spec = argument_spec()
+    assert sorted(spec) == sorted(set(field.name.split(".")[0] for field in FIELDS))
+    assert sorted(spec["resources"]["options"]) == sorted(leaf(field) for field in FIELDS
+                                                           if field.name.startswith(RESOURCES_PREFIX))
+    assert spec["exclusive"] == {"type": "bool"} and BY_NAME["exclusive"].crd == {"type": "boolean"}
+
+
+def test_generated_docs_and_crd_are_what_the_table_says():
+    check = subprocess.run([sys.executable, os.path.join(REPO, "tools", "generate_spec.py"), "--check"],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
