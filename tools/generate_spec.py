@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Write what the job spec's field table (plugins/module_utils/_fields.py) says into the files that
 show it to users: the options of the `job_spec` doc fragment, the BridgeJob CRD's spec properties
-and immutability rules (deploy/crd.yaml), and the field tables of docs/spec.md. Each lives between
+and immutability rules (deploy/crd.yaml), the field tables of docs/spec.md, and the arguments the
+workflow role passes bridge.hpc.job. Each lives between
 a BEGIN and an END line of its file; the rest of the file is written by hand.
 
     tools/generate_spec.py          rewrite the generated parts (make spec)
@@ -149,12 +150,21 @@ def markdown(fields, backends):
     return "\n".join(rows) + "\n"
 
 
+def workflow_arguments(fields):
+    """The job spec arguments the workflow role hands bridge.hpc.job from a step: every top-level
+    field but those the role sets itself (script, name and identity)."""
+    own = ("script", "name", "identity")
+    return "".join('        %s: "{{ workflow_step.%s | default(omit) }}"\n' % (name, name)
+                   for name in [field.name for field in fields.TOP_FIELDS if field.name not in own] + ["resources"])
+
+
 def targets(fields, backends):
     """{path: [generated text of each BEGIN..END part, in the order they appear]}."""
     return {
         "plugins/doc_fragments/job_spec.py": [fragment_options(fields, backends)],
         "deploy/crd.yaml": [crd_rules(fields, backends), crd_properties(fields, backends)],
         "docs/spec.md": [markdown(fields, backends)],
+        "roles/workflow/tasks/job.yml": [workflow_arguments(fields)],
     }
 
 
