@@ -70,7 +70,7 @@ lookup:
   description:
     - How the backend looked the identity up, where it has more than one way (Slurm, C(accounting),
       C(live) or C(accounting+live), see M(bridge.hpc.slurm_job)); absent for the others.
-  returned: with state=present, for Slurm
+  returned: when state is present, for Slurm
   type: str
   sample: accounting
 job_id:
@@ -79,9 +79,10 @@ job_id:
   type: str
   sample: "42"
 phase:
-  description: Normalized phase, one of C(queued), C(running), C(completed), C(failed), C(cancelled).
+  description: The job's phase, as RV(job.phase).
   returned: always
   type: str
+  choices: [queued, running, completed, failed, cancelled]
   sample: completed
 exit_code:
   description: Exit code of a finished job; null while it runs or when a signal ended it.
@@ -89,17 +90,15 @@ exit_code:
   type: int
   sample: 0
 signal:
-  description: Signal that ended the job, where the backend reports one (Slurm); also under RV(job.signal).
+  description: Signal that ended the job, where the backend reports one, as RV(job.signal); null otherwise.
   returned: always
   type: int
   sample: 15
 failure_class:
-  description: >-
-    Why a finished job did not complete, as under RV(job.failure_class): C(timeout), C(out_of_memory),
-    C(node_failure), C(cancelled), C(non_zero_exit), C(rejected) (can never start) or C(preempted);
-    null otherwise.
+  description: Why the job did not complete or will not, as RV(job.failure_class); null otherwise.
   returned: always
   type: str
+  choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
   sample: non_zero_exit
 submit_time:
   description: RFC 3339 time the backend accepted the job; also under RV(job.submit_time).
@@ -132,7 +131,13 @@ api_version:
   type: str
   sample: v0.0.38
 job:
-  description: The job, normalized across backends and their versions.
+  description:
+    - The job, normalized across backends and their versions; null with O(state=absent) when there is no such job.
+    - These are the keys every backend returns. Each backend adds its own, as its module documents
+      them (M(bridge.hpc.slurm_job), M(bridge.hpc.lsf_job), M(bridge.hpc.k8s_job), M(bridge.hpc.ray_job),
+      M(bridge.hpc.quantum_job)).
+    - In check mode, a job that would be submitted is predicted, with C(job_id) null, phase
+      C(queued) and neither times nor C(native).
   returned: always
   type: dict
   contains:
@@ -143,13 +148,16 @@ job:
       description: Job name.
       type: str
     identity:
-      description: The Bridge identity the job carries (Slurm's C(bridge:) comment tag, Ray's submission id).
+      description: >-
+        The Bridge identity the job carries (Slurm's C(bridge:) comment tag, Ray's submission id, ...);
+        null for a job Bridge did not submit.
       type: str
     phase:
-      description: C(queued), C(running), C(completed), C(failed) or C(cancelled).
+      description: The job's phase, the same words for every backend.
       type: str
+      choices: [queued, running, completed, failed, cancelled]
     terminal:
-      description: Whether the job is finished.
+      description: Whether the job is finished (its phase is C(completed), C(failed) or C(cancelled)).
       type: bool
     native_state:
       description: The backend's own state, such as Slurm's C(CANCELLED+COMPLETING) or Ray's C(STOPPED).
@@ -158,16 +166,20 @@ job:
       description: Why the job is in its state, in the backend's words (Slurm's C(PartitionTimeLimit), Ray's message).
       type: str
     exit_code:
-      description: Exit code of a finished job.
+      description: Exit code of a finished job, where the backend has one; null while it waits or runs.
       type: int
     signal:
-      description: Signal that ended the job, where the backend reports one (Slurm's 15 for a cancel or a time limit).
+      description: >-
+        Signal that ended the job, where the backend reports one (Slurm's 15 for a cancel or a time
+        limit, 9 for a Kubernetes container killed for its memory limit); null otherwise.
       type: int
     failure_class:
       description: >-
-        Why it did not complete: C(timeout), C(out_of_memory), C(node_failure), C(cancelled),
-        C(non_zero_exit), C(rejected) (can never start) or C(preempted).
+        Why a finished job did not complete, in the same words for every backend, C(rejected) being a
+        job the manager accepted that can never start; null otherwise. Which of them a backend reports,
+        and from what, its module says.
       type: str
+      choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
     submit_time:
       description: RFC 3339 time of submission.
       type: str
@@ -176,12 +188,6 @@ job:
       type: str
     end_time:
       description: RFC 3339 end time of a finished job.
-      type: str
-    partition:
-      description: Partition or queue, where the backend has them.
-      type: str
-    nodes:
-      description: Where the job runs (Slurm's node list, the Ray driver's node address).
       type: str
     native:
       description: The job object as the backend's API returned it.

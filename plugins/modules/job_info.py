@@ -85,7 +85,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 jobs:
-  description: The jobs found, by identity, normalized; with O(results_summary=true), a finished job's C(results_summary).
+  description:
+    - The jobs found, by identity, each normalized as RV(bridge.hpc.job#module:job) with the keys of
+      its backend, without C(native) unless O(include_native=true).
+    - With O(results_summary=true), a finished job's C(results_summary), where its backend keeps results.
   returned: when query is not set
   type: dict
   sample: {"sweep-lr-0.1": {"job_id": "41", "phase": "running"}}

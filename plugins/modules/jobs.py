@@ -134,10 +134,69 @@ results:
       description: Whether this item was invalid or refused.
       type: bool
     job:
-      description: >-
-        The job, normalized; submitted jobs are reported as queued with their id. Without its
-        C(native) record unless O(include_native=true).
+      description:
+        - The job, normalized, with the keys every backend returns; each backend adds its own, as its
+          module documents them (M(bridge.hpc.slurm_job), M(bridge.hpc.lsf_job), M(bridge.hpc.k8s_job),
+          M(bridge.hpc.ray_job), M(bridge.hpc.quantum_job)). Without C(native) unless O(include_native=true);
+          null with O(state=absent) for an identity without a job.
+        - A job submitted by this run (or that would be, in check mode) is not read back; it has
+          C(job_id) (null in check mode), C(name), C(identity), phase C(queued), C(terminal),
+          C(native_state), C(reason), C(exit_code), C(signal) and C(failure_class), and besides them
+          the spec's queue as C(partition) and the backend's name as C(backend).
       type: dict
+      contains:
+        job_id:
+          description: Job id, as a string.
+          type: str
+        name:
+          description: Job name.
+          type: str
+        identity:
+          description: >-
+            The Bridge identity the job carries (Slurm's C(bridge:) comment tag, Ray's submission id, ...);
+            null for a job Bridge did not submit.
+          type: str
+        phase:
+          description: The job's phase, the same words for every backend.
+          type: str
+          choices: [queued, running, completed, failed, cancelled]
+        terminal:
+          description: Whether the job is finished (its phase is C(completed), C(failed) or C(cancelled)).
+          type: bool
+        native_state:
+          description: The backend's own state, such as Slurm's C(CANCELLED+COMPLETING) or Ray's C(STOPPED).
+          type: str
+        reason:
+          description: Why the job is in its state, in the backend's words (Slurm's C(PartitionTimeLimit), Ray's message).
+          type: str
+        exit_code:
+          description: Exit code of a finished job, where the backend has one; null while it waits or runs.
+          type: int
+        signal:
+          description: >-
+            Signal that ended the job, where the backend reports one (Slurm's 15 for a cancel or a time
+            limit, 9 for a Kubernetes container killed for its memory limit); null otherwise.
+          type: int
+        failure_class:
+          description: >-
+            Why a finished job did not complete, in the same words for every backend, C(rejected) being a
+            job the manager accepted that can never start; null otherwise. Which of them a backend reports,
+            and from what, its module says.
+          type: str
+          choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
+        submit_time:
+          description: RFC 3339 time of submission.
+          type: str
+        start_time:
+          description: RFC 3339 start time.
+          type: str
+        end_time:
+          description: RFC 3339 end time of a finished job.
+          type: str
+        native:
+          description: The job object as the backend's API returned it.
+          type: dict
+          returned: when include_native is true
     rendered:
       description: The native request compiled for this item (state present).
       type: dict

@@ -124,9 +124,10 @@ job_id:
   type: str
   sample: train-5f2c0a9e1b7d-3c4467a1b2f0
 phase:
-  description: Normalized phase, one of C(queued), C(running), C(completed), C(failed), C(cancelled) (deleted).
+  description: The job's phase, as RV(job.phase).
   returned: always
   type: str
+  choices: [queued, running, completed, failed, cancelled]
   sample: completed
 exit_code:
   description: Exit code of the container of a finished job; null while it waits or runs.
@@ -139,9 +140,10 @@ signal:
   type: int
   sample: null
 failure_class:
-  description: Why a finished job did not complete, as under RV(job.failure_class); null otherwise.
+  description: Why the job did not complete or will not, as RV(job.failure_class); null otherwise.
   returned: always
   type: str
+  choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
   sample: non_zero_exit
 submit_time:
   description: RFC 3339 time the Job was created; also under RV(job.submit_time).
@@ -185,7 +187,11 @@ api_version:
   type: str
   sample: batch/v1
 job:
-  description: The job, normalized like every Bridge backend's.
+  description:
+    - The job, with the keys every Bridge backend returns (see RV(bridge.hpc.job#module:job)) and
+      those of Kubernetes; null with O(state=absent) when there is no such job.
+    - In check mode, a job that would be created is predicted, with C(job_id) null, phase
+      C(queued) and neither times nor C(native).
   returned: always
   type: dict
   contains:
@@ -196,13 +202,19 @@ job:
       description: The spec's name (annotation C(bridge.dev/name)).
       type: str
     identity:
-      description: Identity from the annotation C(bridge.dev/identity), verified against the label C(bridge.dev/identity-hash).
+      description: >-
+        Identity from the annotation C(bridge.dev/identity), verified against the label
+        C(bridge.dev/identity-hash); null for a Job Bridge did not create.
       type: str
     phase:
-      description: C(queued), C(running), C(completed), C(failed) or C(cancelled).
+      description: >-
+        The job's phase: C(queued) while the Job is suspended or its Pod waits, C(running) once its
+        container runs, C(completed) or C(failed) by the Job's C(Complete) or C(Failed) condition,
+        C(cancelled) once the Job is being deleted or is gone.
       type: str
+      choices: [queued, running, completed, failed, cancelled]
     terminal:
-      description: Whether the job is finished.
+      description: Whether the job is finished (its phase is C(completed), C(failed) or C(cancelled)).
       type: bool
     native_state:
       description: C(Pending), C(Suspended) (waiting for Kueue), C(Running), C(Complete), C(Failed) or C(Deleting).
@@ -211,32 +223,33 @@ job:
       description: Why it waits (C(Unschedulable) and the scheduler's message, an image pull error) or failed (the Job condition's reason and message).
       type: str
     exit_code:
-      description: Exit code of the container.
+      description: Exit code of the container of a finished job (0 for a completed one); null while it waits or runs.
       type: int
     signal:
-      description: 9 for an C(OOMKilled) container.
+      description: 9 for an C(OOMKilled) container; null otherwise.
       type: int
     failure_class:
       description: >-
         C(timeout) (C(DeadlineExceeded)), C(out_of_memory) (C(OOMKilled)), C(non_zero_exit)
         (C(BackoffLimitExceeded) with the exit code), C(node_failure) (the Pod was evicted or its node
         lost), C(cancelled) (deleted) or C(rejected) (the Pod can never start: no node matches its
-        selector or tolerates the taints, an invalid image name).
+        selector or tolerates the taints, an invalid image name); null otherwise.
       type: str
+      choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
     submit_time:
       description: RFC 3339 creation time.
       type: str
     start_time:
-      description: RFC 3339 start time of the container.
+      description: RFC 3339 start time of the container; null while the job waits.
       type: str
     end_time:
-      description: RFC 3339 end time.
+      description: RFC 3339 end time of a finished job.
       type: str
     namespace:
       description: The Job's namespace.
       type: str
     partition:
-      description: Kueue LocalQueue, if any.
+      description: The Kueue LocalQueue the Job was queued to (its label C(kueue.x-k8s.io/queue-name)), if any.
       type: str
     nodes:
       description: The node the Pod runs or ran on.
@@ -245,7 +258,7 @@ job:
       description: The name of the Job's newest Pod.
       type: str
     native:
-      description: The Job (C(job)) and its newest Pod (C(pod)) as the API returned them.
+      description: The Job (C(job)) and its newest Pod (C(pod)) as the API returned them, without C(managedFields).
       type: dict
   sample: {"job_id": "exit3-1a2b3c4d5e6f", "phase": "failed", "exit_code": 3, "native_state": "Failed", "failure_class": "non_zero_exit"}
 error:

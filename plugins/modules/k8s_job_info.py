@@ -80,13 +80,82 @@ EXAMPLES = r"""
 
 RETURN = r"""
 jobs:
-  description: The jobs found, normalized (see M(bridge.hpc.k8s_job) for the fields).
+  description: >-
+    The jobs found, normalized, the same shape M(bridge.hpc.k8s_job) returns; C(native) only with
+    O(include_native=true).
   returned: when query is not set
   type: list
   elements: dict
   sample: [{"job_id": "train-1a2b3c4d5e6f", "name": "train", "phase": "running", "nodes": "node-1"}]
+  contains:
+    job_id:
+      description: The Job's name.
+      type: str
+    name:
+      description: The spec's name (annotation C(bridge.dev/name)).
+      type: str
+    identity:
+      description: >-
+        Identity from the annotation C(bridge.dev/identity), verified against the label
+        C(bridge.dev/identity-hash); null for a Job Bridge did not create.
+      type: str
+    phase:
+      description: >-
+        The job's phase: C(queued) while the Job is suspended or its Pod waits, C(running) once its
+        container runs, C(completed) or C(failed) by the Job's C(Complete) or C(Failed) condition,
+        C(cancelled) once the Job is being deleted or is gone.
+      type: str
+      choices: [queued, running, completed, failed, cancelled]
+    terminal:
+      description: Whether the job is finished (its phase is C(completed), C(failed) or C(cancelled)).
+      type: bool
+    native_state:
+      description: C(Pending), C(Suspended) (waiting for Kueue), C(Running), C(Complete), C(Failed) or C(Deleting).
+      type: str
+    reason:
+      description: Why it waits (C(Unschedulable) and the scheduler's message, an image pull error) or failed (the Job condition's reason and message).
+      type: str
+    exit_code:
+      description: Exit code of the container of a finished job (0 for a completed one); null while it waits or runs.
+      type: int
+    signal:
+      description: 9 for an C(OOMKilled) container; null otherwise.
+      type: int
+    failure_class:
+      description: >-
+        C(timeout) (C(DeadlineExceeded)), C(out_of_memory) (C(OOMKilled)), C(non_zero_exit)
+        (C(BackoffLimitExceeded) with the exit code), C(node_failure) (the Pod was evicted or its node
+        lost), C(cancelled) (deleted) or C(rejected) (the Pod can never start: no node matches its
+        selector or tolerates the taints, an invalid image name); null otherwise.
+      type: str
+      choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
+    submit_time:
+      description: RFC 3339 creation time.
+      type: str
+    start_time:
+      description: RFC 3339 start time of the container; null while the job waits.
+      type: str
+    end_time:
+      description: RFC 3339 end time of a finished job.
+      type: str
+    namespace:
+      description: The Job's namespace.
+      type: str
+    partition:
+      description: The Kueue LocalQueue the Job was queued to (its label C(kueue.x-k8s.io/queue-name)), if any.
+      type: str
+    nodes:
+      description: The node the Pod runs or ran on.
+      type: str
+    pod:
+      description: The name of the Job's newest Pod.
+      type: str
+    native:
+      description: The Job (C(job)) and its newest Pod (C(pod)) as the API returned them, without C(managedFields).
+      type: dict
+      returned: when include_native is true
 job:
-  description: The one job asked for with O(job_id) or O(identity); null when the identity is not found.
+  description: The one job asked for with O(job_id) or O(identity), with the keys of RV(jobs); null when the identity is not found.
   returned: when job_id or identity is given and query is not set
   type: dict
   sample: {"job_id": "train-1a2b3c4d5e6f", "phase": "completed", "exit_code": 0}

@@ -111,11 +111,10 @@ job_id:
   type: str
   sample: "1234"
 phase:
-  description: >-
-    Normalized phase, one of C(queued), C(running), C(completed), C(failed), C(cancelled). LSF
-    reports a killed job as C(EXIT), so once read back it is C(failed) with RV(failure_class=cancelled).
+  description: The job's phase, as RV(job.phase).
   returned: always
   type: str
+  choices: [queued, running, completed, failed, cancelled]
   sample: completed
 exit_code:
   description: Exit code of a finished job; null while it is pending or running.
@@ -128,12 +127,10 @@ signal:
   type: int
   sample: null
 failure_class:
-  description: >-
-    Why a finished job did not complete, as under RV(job.failure_class): C(timeout), C(out_of_memory),
-    C(node_failure), C(cancelled), C(non_zero_exit), C(rejected) (can never start) or C(preempted);
-    null otherwise.
+  description: Why the job did not complete or will not, as RV(job.failure_class); null otherwise.
   returned: always
   type: str
+  choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
   sample: non_zero_exit
 submit_time:
   description: RFC 3339 time LSF accepted the job; also under RV(job.submit_time).
@@ -170,7 +167,11 @@ api_version:
   type: str
   sample: null
 job:
-  description: The job, normalized like every Bridge backend's.
+  description:
+    - The job, with the keys every Bridge backend returns (see RV(bridge.hpc.job#module:job)) and
+      LSF's own; null with O(state=absent) when there is no such job.
+    - In check mode, a job that would be submitted is predicted, with C(job_id) null, phase
+      C(queued) and neither times nor C(native).
   returned: always
   type: dict
   contains:
@@ -181,13 +182,18 @@ job:
       description: Job name (C(-J)).
       type: str
     identity:
-      description: Identity from the C(bridge:) job description.
+      description: Identity from the C(bridge:) job description (C(-Jd)); null for a job Bridge did not submit.
       type: str
     phase:
-      description: C(queued), C(running), C(completed), C(failed) or C(cancelled).
+      description: >-
+        The job's phase. C(PEND), C(PSUSP), C(WAIT) and C(PROV) are C(queued); C(RUN), C(USUSP),
+        C(SSUSP) and C(UNKWN) are C(running); C(DONE) and C(PDONE) are C(completed); C(EXIT),
+        C(PERR) and C(ZOMBI) are C(failed), except a job killed by its owner or an administrator
+        (C(TERM_OWNER), C(TERM_ADMIN), C(TERM_FORCE_OWNER), C(TERM_FORCE_ADMIN)), which is C(cancelled).
       type: str
+      choices: [queued, running, completed, failed, cancelled]
     terminal:
-      description: Whether the job is finished.
+      description: Whether the job is finished (its phase is C(completed), C(failed) or C(cancelled)).
       type: bool
     native_state:
       description: LSF's short state name, such as C(PEND), C(RUN), C(DONE), C(EXIT) or C(USUSP).
@@ -196,42 +202,49 @@ job:
       description: Whether the job is suspended (C(PSUSP), C(USUSP), C(SSUSP)).
       type: bool
     reason:
-      description: LSF's pending reason of a pending job, or the exit reason (C(TERM_RUNLIMIT), ...) of a failed one.
+      description: >-
+        LSF's pending reason of a pending job, the exit reason (C(TERM_RUNLIMIT), ...) of a failed or
+        killed one, or what a suspended or unknown state means.
       type: str
     exit_code:
-      description: Exit code of a finished job.
+      description: Exit code of a finished job (0 for a completed one); null while it is pending or running.
       type: int
     signal:
       description: Always null for LSF.
       type: int
     failure_class:
       description: >-
-        Why it did not complete: C(timeout), C(out_of_memory), C(node_failure), C(cancelled),
-        C(non_zero_exit), C(rejected) (can never start) or C(preempted).
+        Why a finished job did not complete, from its exit reason: C(TERM_RUNLIMIT), C(TERM_DEADLINE)
+        and C(TERM_CPULIMIT) are C(timeout), C(TERM_MEMLIMIT) and C(TERM_SWAP) C(out_of_memory),
+        C(TERM_PREEMPT) C(preempted), C(TERM_ZOMBIE) C(node_failure), a kill C(cancelled), any other
+        exit C(non_zero_exit). C(node_failure) also for a C(ZOMBI) job and for a running job in
+        C(UNKWN) (LSF lost contact with its host and may recover it). C(rejected) for a pending job
+        whose reason never clears by itself (a closed queue, no suitable host). Null otherwise.
       type: str
+      choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
     submit_time:
       description: RFC 3339 time of submission.
       type: str
     start_time:
-      description: RFC 3339 start time.
+      description: RFC 3339 start time; null while the job pends.
       type: str
     end_time:
       description: RFC 3339 end time of a finished job.
       type: str
     queue:
-      description: Queue.
+      description: The job's queue.
       type: str
     hosts:
-      description: Execution hosts.
+      description: The job's execution hosts.
       type: str
     user:
-      description: LSF user the job runs as.
+      description: The LSF user the job runs as.
       type: str
     working_directory:
       description: The job's current working directory.
       type: str
     stdout:
-      description: Path of the job's standard output.
+      description: The path of the job's standard output.
       type: str
     native:
       description: The job record as Application Center returned it.

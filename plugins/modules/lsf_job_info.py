@@ -75,13 +75,91 @@ EXAMPLES = r"""
 
 RETURN = r"""
 jobs:
-  description: The jobs found, normalized (see M(bridge.hpc.lsf_job) for the fields).
+  description: >-
+    The jobs found, normalized, the same shape M(bridge.hpc.lsf_job) returns; C(native) only with
+    O(include_native=true).
   returned: when query is not set
   type: list
   elements: dict
   sample: [{"job_id": "1234", "name": "hello", "phase": "running", "queue": "normal"}]
+  contains:
+    job_id:
+      description: Job id, as a string.
+      type: str
+    name:
+      description: Job name (C(-J)).
+      type: str
+    identity:
+      description: Identity from the C(bridge:) job description (C(-Jd)); null for a job Bridge did not submit.
+      type: str
+    phase:
+      description: >-
+        The job's phase. C(PEND), C(PSUSP), C(WAIT) and C(PROV) are C(queued); C(RUN), C(USUSP),
+        C(SSUSP) and C(UNKWN) are C(running); C(DONE) and C(PDONE) are C(completed); C(EXIT),
+        C(PERR) and C(ZOMBI) are C(failed), except a job killed by its owner or an administrator
+        (C(TERM_OWNER), C(TERM_ADMIN), C(TERM_FORCE_OWNER), C(TERM_FORCE_ADMIN)), which is C(cancelled).
+      type: str
+      choices: [queued, running, completed, failed, cancelled]
+    terminal:
+      description: Whether the job is finished (its phase is C(completed), C(failed) or C(cancelled)).
+      type: bool
+    native_state:
+      description: LSF's short state name, such as C(PEND), C(RUN), C(DONE), C(EXIT) or C(USUSP).
+      type: str
+    suspended:
+      description: Whether the job is suspended (C(PSUSP), C(USUSP), C(SSUSP)).
+      type: bool
+    reason:
+      description: >-
+        LSF's pending reason of a pending job, the exit reason (C(TERM_RUNLIMIT), ...) of a failed or
+        killed one, or what a suspended or unknown state means.
+      type: str
+    exit_code:
+      description: Exit code of a finished job (0 for a completed one); null while it is pending or running.
+      type: int
+    signal:
+      description: Always null for LSF.
+      type: int
+    failure_class:
+      description: >-
+        Why a finished job did not complete, from its exit reason: C(TERM_RUNLIMIT), C(TERM_DEADLINE)
+        and C(TERM_CPULIMIT) are C(timeout), C(TERM_MEMLIMIT) and C(TERM_SWAP) C(out_of_memory),
+        C(TERM_PREEMPT) C(preempted), C(TERM_ZOMBIE) C(node_failure), a kill C(cancelled), any other
+        exit C(non_zero_exit). C(node_failure) also for a C(ZOMBI) job and for a running job in
+        C(UNKWN) (LSF lost contact with its host and may recover it). C(rejected) for a pending job
+        whose reason never clears by itself (a closed queue, no suitable host). Null otherwise.
+      type: str
+      choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
+    submit_time:
+      description: RFC 3339 time of submission.
+      type: str
+    start_time:
+      description: RFC 3339 start time; null while the job pends.
+      type: str
+    end_time:
+      description: RFC 3339 end time of a finished job.
+      type: str
+    queue:
+      description: The job's queue.
+      type: str
+    hosts:
+      description: The job's execution hosts.
+      type: str
+    user:
+      description: The LSF user the job runs as.
+      type: str
+    working_directory:
+      description: The job's current working directory.
+      type: str
+    stdout:
+      description: The path of the job's standard output.
+      type: str
+    native:
+      description: The job record as Application Center returned it.
+      type: dict
+      returned: when include_native is true
 job:
-  description: The one job asked for with O(job_id) or O(identity); null when the identity is not found.
+  description: The one job asked for with O(job_id) or O(identity), with the keys of RV(jobs); null when the identity is not found.
   returned: when job_id or identity is given and query is not set
   type: dict
   sample: {"job_id": "1234", "phase": "completed", "exit_code": 0}

@@ -124,12 +124,10 @@ job_id:
   type: str
   sample: d6147q3traac73bef6f0
 phase:
-  description: >-
-    Normalized phase, one of C(queued), C(running), C(completed), C(failed), C(cancelled).
-    C(Cancelled) with reason code 1305 (it ran longer than its maximum execution time) is
-    C(failed) with RV(failure_class=timeout).
+  description: The job's phase, as RV(job.phase).
   returned: always
   type: str
+  choices: [queued, running, completed, failed, cancelled]
   sample: completed
 exit_code:
   description: Always null; a primitive run has no exit code. Kept so every job module returns the same keys.
@@ -142,11 +140,10 @@ signal:
   type: int
   sample: null
 failure_class:
-  description: >-
-    Why a finished job did not complete: C(timeout) (reason code 1305, or a reason that says so),
-    C(cancelled), or C(non_zero_exit) for any other failure (its reason is under RV(job.reason)); null otherwise.
+  description: Why the job did not complete, as RV(job.failure_class); null otherwise.
   returned: always
   type: str
+  choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
   sample: timeout
 submit_time:
   description: RFC 3339 time the job was created; also under RV(job.submit_time).
@@ -159,7 +156,7 @@ start_time:
   type: str
   sample: null
 end_time:
-  description: Always null, as RV(start_time).
+  description: As RV(job.end_time); usually null.
   returned: always
   type: str
   sample: null
@@ -184,7 +181,11 @@ api_version:
   type: str
   sample: "2026-04-15"
 job:
-  description: The job, normalized like every Bridge backend's.
+  description:
+    - The job, with the keys every Bridge backend returns (see RV(bridge.hpc.job#module:job)) and
+      those of IBM Quantum; null with O(state=absent) when there is no such job.
+    - In check mode, a job that would be submitted is predicted, with C(job_id) null, phase
+      C(queued) and neither times nor C(native).
   returned: always
   type: dict
   contains:
@@ -195,13 +196,17 @@ job:
       description: Name, from the C(bridge-name:) tag, else the identity.
       type: str
     identity:
-      description: Identity, from the C(bridge:) tag.
+      description: Identity, from the C(bridge:) tag; null for a job Bridge did not submit.
       type: str
     phase:
-      description: C(queued), C(running), C(completed), C(failed) or C(cancelled).
+      description: >-
+        The job's phase, from the service's state (C(Queued), C(Running), C(Completed), C(Failed),
+        C(Cancelled)). C(Cancelled) with reason code 1305 (it ran longer than its maximum execution
+        time) is C(failed) with failure class C(timeout); a state Bridge does not know is C(queued).
       type: str
+      choices: [queued, running, completed, failed, cancelled]
     terminal:
-      description: Whether the job is finished.
+      description: Whether the job is finished (its phase is C(completed), C(failed) or C(cancelled)).
       type: bool
     native_state:
       description: The service's state, C(Queued), C(Running), C(Completed), C(Failed) or C(Cancelled).
@@ -216,22 +221,28 @@ job:
       description: The service's suggested solution, where it gives one.
       type: str
     exit_code:
-      description: Always null.
+      description: Always null; a primitive run has no exit code.
       type: int
     signal:
       description: Always null.
       type: int
     failure_class:
-      description: C(timeout), C(cancelled) or C(non_zero_exit).
+      description: >-
+        IBM Quantum reports three of the classes: C(timeout) (reason code 1305, or a reason that says
+        so), C(cancelled), and C(non_zero_exit) for any other failure, whose reason the service gives;
+        null otherwise.
       type: str
+      choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
     submit_time:
       description: RFC 3339 creation time.
       type: str
     start_time:
-      description: Always null.
+      description: Always null; the job's running time is in its metrics.
       type: str
     end_time:
-      description: Always null.
+      description: >-
+        RFC 3339 end time of a finished job, where the service's answer has one; IBM's job model has
+        none, so it is usually null (the job's times are in its metrics).
       type: str
     device:
       description: The device the job runs on.

@@ -120,16 +120,92 @@ EXAMPLES = r"""
 
 RETURN = r"""
 jobs:
-  description: The jobs found, normalized (see M(bridge.hpc.quantum_job) for the fields), with C(results), C(log) and C(metrics) when asked for.
+  description: >-
+    The jobs found, normalized, the same shape M(bridge.hpc.quantum_job) returns, with C(results),
+    C(log) and C(metrics) when asked for; C(native) only with O(include_native=true).
   returned: when query is not set
   type: list
   elements: dict
   sample: [{"job_id": "d6147q3traac73bef6f0", "phase": "completed", "device": "ibm_kingston", "primitive": "sampler"}]
-job:
-  description: The one job asked for with O(job_id) or O(identity); null when the identity is not found.
-  returned: when job_id or identity is given and query is not set
-  type: dict
   contains:
+    job_id:
+      description: Job id.
+      type: str
+    name:
+      description: Name, from the C(bridge-name:) tag, else the identity.
+      type: str
+    identity:
+      description: Identity, from the C(bridge:) tag; null for a job Bridge did not submit.
+      type: str
+    phase:
+      description: >-
+        The job's phase, from the service's state (C(Queued), C(Running), C(Completed), C(Failed),
+        C(Cancelled)). C(Cancelled) with reason code 1305 (it ran longer than its maximum execution
+        time) is C(failed) with failure class C(timeout); a state Bridge does not know is C(queued).
+      type: str
+      choices: [queued, running, completed, failed, cancelled]
+    terminal:
+      description: Whether the job is finished (its phase is C(completed), C(failed) or C(cancelled)).
+      type: bool
+    native_state:
+      description: The service's state, C(Queued), C(Running), C(Completed), C(Failed) or C(Cancelled).
+      type: str
+    reason:
+      description: The service's reason for a failed or cancelled job.
+      type: str
+    reason_code:
+      description: The service's reason code (1305 for a job that ran too long).
+      type: int
+    reason_solution:
+      description: The service's suggested solution, where it gives one.
+      type: str
+    exit_code:
+      description: Always null; a primitive run has no exit code.
+      type: int
+    signal:
+      description: Always null.
+      type: int
+    failure_class:
+      description: >-
+        IBM Quantum reports three of the classes: C(timeout) (reason code 1305, or a reason that says
+        so), C(cancelled), and C(non_zero_exit) for any other failure, whose reason the service gives;
+        null otherwise.
+      type: str
+      choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
+    submit_time:
+      description: RFC 3339 creation time.
+      type: str
+    start_time:
+      description: Always null; the job's running time is in its metrics.
+      type: str
+    end_time:
+      description: >-
+        RFC 3339 end time of a finished job, where the service's answer has one; IBM's job model has
+        none, so it is usually null (the job's times are in its metrics).
+      type: str
+    device:
+      description: The device the job runs on.
+      type: str
+    primitive:
+      description: C(sampler) or C(estimator).
+      type: str
+    session_id:
+      description: The session or batch the job belongs to.
+      type: str
+    private:
+      description: Whether the job is private; the service serves its results once.
+      type: bool
+    tags:
+      description: The job's tags.
+      type: list
+      elements: str
+    quantum_seconds:
+      description: Quantum time used, as the job reports it.
+      type: float
+    native:
+      description: The job object as the service returned it.
+      type: dict
+      returned: when include_native is true
     results:
       description: >-
         The decoded results of a completed job (O(results=true)): C(format) (C(qiskit) or C(json), the
@@ -151,6 +227,10 @@ job:
       returned: when metrics is true
       sample: {"created": "2026-12-01T10:00:00Z", "running": "2026-12-01T10:00:05Z", "finished": "2026-12-01T10:00:09Z",
                "quantum_seconds": 2, "usage_status": "done"}
+job:
+  description: The one job asked for with O(job_id) or O(identity), with the keys of RV(jobs); null when the identity is not found.
+  returned: when job_id or identity is given and query is not set
+  type: dict
   sample: {"job_id": "d6147q3traac73bef6f0", "phase": "completed", "results": {"format": "json", "pubs": []}}
 query_result:
   description: >-

@@ -80,17 +80,20 @@ EXAMPLES = r"""
 
 RETURN = r"""
 job_id:
-  description: The job's submission id (Ray's own C(job_id) is under C(job.ray_job_id)).
+  description: >-
+    The job's submission id (Ray's own job id is RV(job.ray_job_id)); null in check mode for a job
+    that would be submitted.
   returned: always
   type: str
   sample: train-42
 phase:
-  description: Normalized phase, one of C(queued), C(running), C(completed), C(failed), C(cancelled).
+  description: The job's phase, as RV(job.phase).
   returned: always
   type: str
+  choices: [queued, running, completed, failed, cancelled]
   sample: completed
 exit_code:
-  description: The driver's exit code once the job is finished.
+  description: The driver's exit code once the job is finished; null before.
   returned: always
   type: int
   sample: 0
@@ -98,27 +101,25 @@ signal:
   description: Always null for Ray, which reports no signal of a driver; kept so every job module returns the same keys.
   returned: always
   type: int
-  sample: 15
+  sample: null
 failure_class:
-  description: >-
-    Why a finished job did not complete, as under C(job.failure_class): C(timeout), C(out_of_memory),
-    C(node_failure), C(cancelled), C(non_zero_exit), C(rejected) (can never start) or C(preempted);
-    null otherwise.
+  description: Why the job did not complete or will not, as RV(job.failure_class); null otherwise.
   returned: always
   type: str
+  choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
   sample: non_zero_exit
 submit_time:
-  description: RFC 3339 time the backend accepted the job; also under C(job.submit_time).
+  description: RFC 3339 time Ray accepted the job; also under RV(job.submit_time).
   returned: always
   type: str
   sample: "2026-12-01T10:00:00Z"
 start_time:
-  description: RFC 3339 time the job started; null while it waits. Also under C(job.start_time).
+  description: The same as RV(submit_time), which Ray counts as the job's start; also under RV(job.start_time).
   returned: always
   type: str
-  sample: "2026-12-01T10:00:02Z"
+  sample: "2026-12-01T10:00:00Z"
 end_time:
-  description: RFC 3339 time a finished job ended; null before. Also under C(job.end_time).
+  description: RFC 3339 time a finished job ended; null before. Also under RV(job.end_time).
   returned: always
   type: str
   sample: "2026-12-01T10:05:00Z"
@@ -138,10 +139,81 @@ api_version:
   type: str
   sample: "5"
 job:
-  description: The job, normalized like every Bridge backend's (see M(bridge.hpc.slurm_job)), plus C(ray_job_id), C(error_type) and C(entrypoint).
+  description:
+    - The job, with the keys every Bridge backend returns (see RV(bridge.hpc.job#module:job)) and
+      Ray's own; null with O(state=absent) when there is no such job.
+    - In check mode, a job that would be submitted is predicted, with C(job_id) null, phase
+      C(queued) and neither times nor C(native).
   returned: always
   type: dict
-  sample: {"job_id": "train-42", "phase": "failed", "exit_code": 3, "failure_class": "non_zero_exit"}
+  contains:
+    job_id:
+      description: The submission id.
+      type: str
+    ray_job_id:
+      description: Ray's own job id of the driver; null until the entrypoint connects to Ray (C(ray.init())), and for one that never does.
+      type: str
+    name:
+      description: The spec's name (metadata C(bridge_name)), else the submission id.
+      type: str
+    identity:
+      description: Identity from the metadata C(bridge_identity); null for a job Bridge did not submit.
+      type: str
+    phase:
+      description: >-
+        The job's phase: Ray's C(PENDING) is C(queued), C(RUNNING) C(running), C(SUCCEEDED)
+        C(completed), C(FAILED) C(failed) and C(STOPPED) C(cancelled).
+      type: str
+      choices: [queued, running, completed, failed, cancelled]
+    terminal:
+      description: Whether the job is finished (its phase is C(completed), C(failed) or C(cancelled)).
+      type: bool
+    native_state:
+      description: Ray's status, C(PENDING), C(RUNNING), C(SUCCEEDED), C(FAILED) or C(STOPPED).
+      type: str
+    reason:
+      description: >-
+        The first line of Ray's message about the job, or why a pending driver fits no alive node.
+      type: str
+    error_type:
+      description: Ray's type of the error of a failed job, such as C(RUNTIME_ENV_SETUP_FAILURE).
+      type: str
+    exit_code:
+      description: The driver's exit code once the job is finished; null before.
+      type: int
+    signal:
+      description: Always null for Ray.
+      type: int
+    failure_class:
+      description: >-
+        C(cancelled) for a stopped job; C(timeout) for a driver the spec's time limit ended (exit code
+        124); C(rejected) for a job that failed before its entrypoint ran (its runtime environment or
+        supervisor could not start) or a pending one no alive node could ever host; C(non_zero_exit)
+        for any other failure; null otherwise.
+      type: str
+      choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
+    submit_time:
+      description: RFC 3339 time Ray accepted the job.
+      type: str
+    start_time:
+      description: The same as C(submit_time), which Ray counts as the job's start.
+      type: str
+    end_time:
+      description: RFC 3339 end time of a finished job.
+      type: str
+    partition:
+      description: Always null; Ray has no queues. Kept so every job of a backend without them has the key.
+      type: str
+    nodes:
+      description: The IP address of the driver's node; null until the entrypoint connects to Ray, and for one that never does.
+      type: str
+    entrypoint:
+      description: The command Ray runs as the driver.
+      type: str
+    native:
+      description: The job details as the Jobs API returned them.
+      type: dict
+  sample: {"job_id": "train-42", "phase": "failed", "exit_code": 3, "failure_class": "non_zero_exit", "native_state": "FAILED"}
 error:
   description: The typed error when the task failed on a Bridge error.
   returned: on failure

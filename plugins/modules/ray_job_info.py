@@ -88,13 +88,83 @@ EXAMPLES = r"""
 
 RETURN = r"""
 jobs:
-  description: The jobs found, normalized (see M(bridge.hpc.ray_job)).
+  description: >-
+    The jobs found, normalized, the same shape M(bridge.hpc.ray_job) returns; C(native) only with
+    O(include_native=true).
   returned: when query is not set
   type: list
   elements: dict
   sample: [{"job_id": "train-42", "phase": "running"}]
+  contains:
+    job_id:
+      description: The submission id.
+      type: str
+    ray_job_id:
+      description: Ray's own job id of the driver; null until the entrypoint connects to Ray (C(ray.init())), and for one that never does.
+      type: str
+    name:
+      description: The spec's name (metadata C(bridge_name)), else the submission id.
+      type: str
+    identity:
+      description: Identity from the metadata C(bridge_identity); null for a job Bridge did not submit.
+      type: str
+    phase:
+      description: >-
+        The job's phase: Ray's C(PENDING) is C(queued), C(RUNNING) C(running), C(SUCCEEDED)
+        C(completed), C(FAILED) C(failed) and C(STOPPED) C(cancelled).
+      type: str
+      choices: [queued, running, completed, failed, cancelled]
+    terminal:
+      description: Whether the job is finished (its phase is C(completed), C(failed) or C(cancelled)).
+      type: bool
+    native_state:
+      description: Ray's status, C(PENDING), C(RUNNING), C(SUCCEEDED), C(FAILED) or C(STOPPED).
+      type: str
+    reason:
+      description: >-
+        The first line of Ray's message about the job, or why a pending driver fits no alive node.
+      type: str
+    error_type:
+      description: Ray's type of the error of a failed job, such as C(RUNTIME_ENV_SETUP_FAILURE).
+      type: str
+    exit_code:
+      description: The driver's exit code once the job is finished; null before.
+      type: int
+    signal:
+      description: Always null for Ray.
+      type: int
+    failure_class:
+      description: >-
+        C(cancelled) for a stopped job; C(timeout) for a driver the spec's time limit ended (exit code
+        124); C(rejected) for a job that failed before its entrypoint ran (its runtime environment or
+        supervisor could not start) or a pending one no alive node could ever host; C(non_zero_exit)
+        for any other failure; null otherwise.
+      type: str
+      choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
+    submit_time:
+      description: RFC 3339 time Ray accepted the job.
+      type: str
+    start_time:
+      description: The same as C(submit_time), which Ray counts as the job's start.
+      type: str
+    end_time:
+      description: RFC 3339 end time of a finished job.
+      type: str
+    partition:
+      description: Always null; Ray has no queues. Kept so every job of a backend without them has the key.
+      type: str
+    nodes:
+      description: The IP address of the driver's node; null until the entrypoint connects to Ray, and for one that never does.
+      type: str
+    entrypoint:
+      description: The command Ray runs as the driver.
+      type: str
+    native:
+      description: The job details as the Jobs API returned them.
+      type: dict
+      returned: when include_native is true
 job:
-  description: The one job asked for; null when the identity is not found.
+  description: The one job asked for with O(job_id) or O(identity), with the keys of RV(jobs); null when the identity is not found.
   returned: when job_id or identity is given and query is not set
   type: dict
   sample: {"job_id": "train-42", "phase": "completed", "exit_code": 0}

@@ -101,7 +101,7 @@ lookup:
     - How the job's identity was looked up before submitting, C(accounting) (Slurm's accounting, by
       job name), C(live) (slurmctld's list of every job it remembers) or C(accounting+live) (what
       accounting did not have was looked for in slurmctld's list).
-  returned: with state=present
+  returned: when state is present
   type: str
   sample: accounting
 job_id:
@@ -110,30 +110,29 @@ job_id:
   type: str
   sample: "42"
 phase:
-  description: Normalized phase, one of C(queued), C(running), C(completed), C(failed), C(cancelled).
+  description: The job's phase, as RV(job.phase).
   returned: always
   type: str
+  choices: [queued, running, completed, failed, cancelled]
   sample: completed
 exit_code:
-  description: Exit code of a finished job (a wait status of 768 reads 3); null while running or when killed by a signal.
+  description: Exit code of a finished job (a wait status of 768 reads 3); null while it waits or runs, or when a signal ended it.
   returned: always
   type: int
   sample: 0
 signal:
-  description: Signal that ended the job, where the backend reports one (Slurm); also under RV(job.signal).
+  description: Signal that ended a finished job, as RV(job.signal); null otherwise.
   returned: always
   type: int
   sample: 15
 failure_class:
-  description: >-
-    Why a finished job did not complete, as under RV(job.failure_class): C(timeout), C(out_of_memory),
-    C(node_failure), C(cancelled), C(non_zero_exit), C(rejected) (can never start) or C(preempted);
-    null otherwise.
+  description: Why the job did not complete or will not, as RV(job.failure_class); null otherwise.
   returned: always
   type: str
+  choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
   sample: non_zero_exit
 submit_time:
-  description: RFC 3339 time the backend accepted the job; also under RV(job.submit_time).
+  description: RFC 3339 time Slurm accepted the job; also under RV(job.submit_time).
   returned: always
   type: str
   sample: "2026-12-01T10:00:00Z"
@@ -163,7 +162,13 @@ api_version:
   type: str
   sample: v0.0.38
 job:
-  description: The job, normalized across Slurm versions.
+  description:
+    - The job, normalized across Slurm versions, with the keys every Bridge backend returns (see
+      RV(bridge.hpc.job#module:job)) and Slurm's own; null with O(state=absent) when there is no such job.
+    - A job found in Slurm's accounting (a finished one slurmctld has forgotten) has the keys only
+      accounting has too.
+    - In check mode, a job that would be submitted is predicted, with C(job_id) null, phase
+      C(queued) and neither times nor C(native).
   returned: always
   type: dict
   contains:
@@ -174,13 +179,16 @@ job:
       description: Job name.
       type: str
     identity:
-      description: Identity from the C(bridge:) comment tag.
+      description: Identity from the C(bridge:) comment tag; null for a job Bridge did not submit.
       type: str
     phase:
-      description: C(queued), C(running), C(completed), C(failed) or C(cancelled).
+      description: >-
+        The job's phase. Slurm's C(SUSPENDED) is C(running); C(TIMEOUT), C(OUT_OF_MEMORY),
+        C(NODE_FAIL), C(PREEMPTED) and the other failed states are C(failed).
       type: str
+      choices: [queued, running, completed, failed, cancelled]
     terminal:
-      description: Whether the job is finished.
+      description: Whether the job is finished (its phase is C(completed), C(failed) or C(cancelled)).
       type: bool
     native_state:
       description: Slurm's state with its flags, such as C(CANCELLED+COMPLETING).
@@ -189,35 +197,74 @@ job:
       description: Slurm's state reason, such as C(PartitionTimeLimit).
       type: str
     exit_code:
-      description: Exit code of a finished job.
+      description: Exit code of a finished job; null while it waits or runs, or when a signal ended it.
       type: int
     signal:
-      description: Signal that ended the job (15 for a cancel or a time limit).
+      description: Signal that ended a finished job (15 for a cancel or a time limit); null otherwise.
       type: int
     failure_class:
       description: >-
-        Why it did not complete: C(timeout), C(out_of_memory), C(node_failure), C(cancelled),
-        C(non_zero_exit), C(rejected) (can never start) or C(preempted).
+        Why a finished job did not complete, from Slurm's state: C(TIMEOUT) and C(DEADLINE) are
+        C(timeout), C(OUT_OF_MEMORY) is C(out_of_memory), C(NODE_FAIL) and C(BOOT_FAIL) are
+        C(node_failure), C(CANCELLED) is C(cancelled), C(PREEMPTED) is C(preempted), C(FAILED) is
+        C(non_zero_exit). C(rejected) for a pending job whose reason never clears by itself (such as
+        C(PartitionTimeLimit) or C(InvalidAccount)). Null otherwise.
       type: str
+      choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
     submit_time:
       description: RFC 3339 time of submission.
       type: str
     start_time:
-      description: RFC 3339 start time.
+      description: RFC 3339 start time; null while the job waits.
       type: str
     end_time:
       description: RFC 3339 end time of a finished job.
       type: str
     partition:
-      description: Partition.
+      description: The job's partition.
       type: str
     nodes:
-      description: Node list.
+      description: The nodes allocated to the job, as a Slurm node list (C(node[1-4])); null while it waits.
       type: str
+    user:
+      description: The Slurm user the job runs as.
+      type: str
+    time_limit_minutes:
+      description: The job's time limit in minutes; null when it has none.
+      type: int
+    working_directory:
+      description: The job's working directory.
+      type: str
+    stdout:
+      description: The path of the job's standard output, as Slurm reports it.
+      type: str
+    stderr:
+      description: The path of the job's standard error, as Slurm reports it.
+      type: str
+    source:
+      description: C(accounting) for a job read from Slurm's accounting; absent for one read from slurmctld.
+      type: str
+      returned: for a job read from accounting
+    account:
+      description: The account the job was charged to.
+      type: str
+      returned: for a job read from accounting
+    elapsed_seconds:
+      description: Wall time the job ran.
+      type: int
+      returned: for a job read from accounting
+    cpu_seconds:
+      description: User plus system CPU time of all its steps (needs C(JobAcctGatherType)).
+      type: float
+      returned: for a job read from accounting
+    max_rss_bytes:
+      description: Largest resident set size of any task of any step (needs C(JobAcctGatherType)).
+      type: int
+      returned: for a job read from accounting
     native:
-      description: The job object as slurmrestd returned it.
+      description: The job object as slurmrestd returned it, from slurmctld or from accounting.
       type: dict
-  sample: {"job_id": "42", "phase": "completed", "exit_code": 0, "native_state": "COMPLETED"}
+  sample: {"job_id": "42", "phase": "completed", "exit_code": 0, "native_state": "COMPLETED", "partition": "debug"}
 error:
   description: The typed error when the task failed on a Bridge error.
   returned: on failure

@@ -126,29 +126,110 @@ EXAMPLES = r"""
 
 RETURN = r"""
 jobs:
-  description: The jobs found, normalized (see M(bridge.hpc.slurm_job) for the fields).
+  description:
+    - The jobs found, normalized across Slurm versions, the same shape M(bridge.hpc.slurm_job) returns;
+      C(native) only with O(include_native=true).
+    - A job read from Slurm's accounting has the keys only accounting has too.
   returned: when query is not set
   type: list
   elements: dict
   sample: [{"job_id": "42", "name": "hello", "phase": "running", "partition": "debug"}]
   contains:
+    job_id:
+      description: Job id, as a string.
+      type: str
+    name:
+      description: Job name.
+      type: str
+    identity:
+      description: Identity from the C(bridge:) comment tag; null for a job Bridge did not submit.
+      type: str
+    phase:
+      description: >-
+        The job's phase. Slurm's C(SUSPENDED) is C(running); C(TIMEOUT), C(OUT_OF_MEMORY),
+        C(NODE_FAIL), C(PREEMPTED) and the other failed states are C(failed).
+      type: str
+      choices: [queued, running, completed, failed, cancelled]
+    terminal:
+      description: Whether the job is finished (its phase is C(completed), C(failed) or C(cancelled)).
+      type: bool
+    native_state:
+      description: Slurm's state with its flags, such as C(CANCELLED+COMPLETING).
+      type: str
+    reason:
+      description: Slurm's state reason, such as C(PartitionTimeLimit).
+      type: str
+    exit_code:
+      description: Exit code of a finished job; null while it waits or runs, or when a signal ended it.
+      type: int
+    signal:
+      description: Signal that ended a finished job (15 for a cancel or a time limit); null otherwise.
+      type: int
+    failure_class:
+      description: >-
+        Why a finished job did not complete, from Slurm's state: C(TIMEOUT) and C(DEADLINE) are
+        C(timeout), C(OUT_OF_MEMORY) is C(out_of_memory), C(NODE_FAIL) and C(BOOT_FAIL) are
+        C(node_failure), C(CANCELLED) is C(cancelled), C(PREEMPTED) is C(preempted), C(FAILED) is
+        C(non_zero_exit). C(rejected) for a pending job whose reason never clears by itself (such as
+        C(PartitionTimeLimit) or C(InvalidAccount)). Null otherwise.
+      type: str
+      choices: [timeout, out_of_memory, node_failure, cancelled, non_zero_exit, rejected, preempted]
+    submit_time:
+      description: RFC 3339 time of submission.
+      type: str
+    start_time:
+      description: RFC 3339 start time; null while the job waits.
+      type: str
+    end_time:
+      description: RFC 3339 end time of a finished job.
+      type: str
+    partition:
+      description: The job's partition.
+      type: str
+    nodes:
+      description: The nodes allocated to the job, as a Slurm node list (C(node[1-4])); null while it waits.
+      type: str
+    user:
+      description: The Slurm user the job runs as.
+      type: str
+    time_limit_minutes:
+      description: The job's time limit in minutes; null when it has none.
+      type: int
+    working_directory:
+      description: The job's working directory.
+      type: str
+    stdout:
+      description: The path of the job's standard output, as Slurm reports it.
+      type: str
+    stderr:
+      description: The path of the job's standard error, as Slurm reports it.
+      type: str
     source:
       description: C(accounting) for a job read from Slurm's accounting; absent for one read from slurmctld.
       type: str
+      returned: for a job read from accounting
     account:
-      description: The account the job was charged to (accounting only).
+      description: The account the job was charged to.
       type: str
+      returned: for a job read from accounting
     elapsed_seconds:
-      description: Wall time the job ran (accounting only).
+      description: Wall time the job ran.
       type: int
+      returned: for a job read from accounting
     cpu_seconds:
-      description: User plus system CPU time of all its steps (accounting only; needs JobAcctGatherType).
+      description: User plus system CPU time of all its steps (needs C(JobAcctGatherType)).
       type: float
+      returned: for a job read from accounting
     max_rss_bytes:
-      description: Largest resident set size of any task of any step (accounting only; needs JobAcctGatherType).
+      description: Largest resident set size of any task of any step (needs C(JobAcctGatherType)).
       type: int
+      returned: for a job read from accounting
+    native:
+      description: The job object as slurmrestd returned it, from slurmctld or from accounting.
+      type: dict
+      returned: when include_native is true
 job:
-  description: The one job asked for with O(job_id) or O(identity); null when the identity is not found.
+  description: The one job asked for with O(job_id) or O(identity), with the keys of RV(jobs); null when the identity is not found.
   returned: when job_id or identity is given and query is not set
   type: dict
   sample: {"job_id": "42", "phase": "completed", "exit_code": 0}
