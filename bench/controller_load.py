@@ -45,7 +45,7 @@ from bridge_controller.plan import FINALIZER  # noqa: E402
 from bridge_controller.runner import AnsibleRunner  # noqa: E402
 from bridge_controller.status import desired_status  # noqa: E402
 from controller_support import (  # noqa: E402
-    GROUP, PLURAL, VERSION, descendants, free_port, install_crd, slurm_backend, slurm_namespace)
+    GROUP, PLURAL, VERSION, controller_env, descendants, free_port, install_crd, slurm_backend, slurm_namespace)
 
 KUBE_SCRIPT = os.path.join(REPO, "tools", "kube-control-plane.sh")
 SLURM_ENV = os.path.join(REPO, ".run", "slurm-26.05", "env")
@@ -198,8 +198,7 @@ def metrics(port):
 class Controller:
     def __init__(self, kubeconfig, namespace, log_path, work_dir, extra_args=()):
         self.port = free_port()
-        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "controller"),
-                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+        env = controller_env()
         self.log = open(log_path, "w")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bridge_controller.main", "--kubeconfig", kubeconfig, "--namespace", namespace,

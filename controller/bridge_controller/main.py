@@ -15,7 +15,7 @@ import socket
 import sys
 import threading
 
-from bridge_controller import __version__
+from bridge_controller import __version__, collection
 from bridge_controller.executor import Executor
 from bridge_controller.kube import KubeApi
 from bridge_controller.policy import Policy
@@ -46,7 +46,9 @@ def parse_args(argv):
     parser.add_argument("--playbook-dir", default=os.environ.get("BRIDGE_PLAYBOOK_DIR", "/usr/share/bridge/playbooks"))
     parser.add_argument("--work-dir", "--runner-dir", dest="work_dir", default=os.environ.get("BRIDGE_WORK_DIR", "/tmp/bridge-runner"),
                         help="ansible-runner's private data dir (artifacts rotate); keep it on tmpfs")
-    parser.add_argument("--collections-path", default=os.environ.get("ANSIBLE_COLLECTIONS_PATH"))
+    parser.add_argument("--collections-path", default=os.environ.get("ANSIBLE_COLLECTIONS_PATH"),
+                        help="ANSIBLE_COLLECTIONS_PATH of the playbooks; the controller itself imports bridge.hpc from "
+                             "ANSIBLE_COLLECTIONS_PATH's (default: $ANSIBLE_COLLECTIONS_PATH)")
     parser.add_argument("--python", default=sys.executable, help="interpreter for the modules")
     parser.add_argument("--rotate-artifacts", type=int, default=50)
     parser.add_argument("--standby", default="submit",
@@ -83,6 +85,11 @@ def parse_args(argv):
         args.policy = Policy(args.allowed_backend_urls, args.kubeconfig_features)
     except ValueError as exc:
         parser.error("--allowed-backend-url: %s" % exc)
+    # The controller reads the collection it runs: its backends, error kinds and phases must be
+    # those of the modules its playbooks call.
+    problem = args.collections_path and collection.mismatch(args.collections_path)
+    if problem:
+        parser.error("--collections-path: %s; give ANSIBLE_COLLECTIONS_PATH the same path" % problem)
     return args
 
 

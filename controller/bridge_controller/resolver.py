@@ -7,7 +7,7 @@ costs one GET of the Secret per runner call, whatever the number of CRs in it; t
 only `get` Secrets (no list, no watch), so there is no watch to keep a cache fresh with.
 """
 
-from bridge_controller.backends import NAMESPACED
+from bridge_controller.backends import namespaced
 from bridge_controller.kube import Missing
 from bridge_controller.spec import backend_of
 
@@ -23,7 +23,7 @@ class Resolver:
         """What the runner connects with (the credentials apart): the same for a backend key's CRs."""
         backend = backend_of(obj)
         connection = dict((k, v) for k, v in backend.items() if k in CONNECTION_FIELDS)
-        if backend["type"] in NAMESPACED:
+        if namespaced(backend["type"]):
             connection["namespace"] = backend["job_namespace"] or backend["namespace"]
         if backend["ca"]:
             connection["ca_pem"] = self.kube.read_config_map_key(backend["namespace"], backend["ca"]["name"],

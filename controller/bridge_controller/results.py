@@ -13,18 +13,24 @@ its class, which says whether and when its backend work is tried again:
              since the fix (a Secret, a URL behind a proxy) is no change of the CR: no event
              would bring it back otherwise.
 
-Errors say which they are with `temporary` (module_utils/_errors.py). A module older than that
-flag does not say: then only the refusals the controller always treated as final are permanent,
-everything else is temporary.
+Errors say which they are with `temporary` and what they are about with `kind`: the collection's
+error types (module_utils/_errors.py). A module older than that flag does not say: then only the
+refusals the controller always treated as final are permanent, everything else is temporary.
 """
 
 import collections
 
+from bridge_controller.collection import module_utils
+
+_errors = module_utils("_errors")
+
 DONE, REFUSED, TEMPORARY, PERMANENT = "done", "refused", "temporary", "permanent"
-# Error kinds (module_utils/_errors.py) about the job itself: the same request would meet them again.
-JOB_REFUSALS = ("invalid_spec", "rejected", "unsupported", "already_exists", "not_found")
+# The kinds of the errors about the job itself: the same request would meet them again.
+JOB_REFUSALS = frozenset(error.kind for error in (_errors.Rejected, _errors.SpecError, _errors.Unsupported,
+                                                  _errors.AlreadyExists, _errors.NotFound))
 # An item the module did not answer for: nothing is known, so it is a temporary failure.
-NO_RESULT = {"failed": True, "error": {"type": "NoResult", "kind": "server", "message": "the module returned no result for this job"}}
+NO_RESULT = {"failed": True, "error": {"type": "NoResult", "kind": _errors.ServerError.kind,
+                                       "message": "the module returned no result for this job"}}
 
 Outcome = collections.namedtuple("Outcome", "observed kind")
 

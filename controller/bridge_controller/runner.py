@@ -12,7 +12,7 @@ import os
 import time
 import uuid
 
-from bridge_controller.backends import CREDENTIALS
+from bridge_controller.backends import BACKENDS
 from bridge_controller.handoff import handoff_document, write_to_pipe
 from bridge_controller.processes import LIVE_PIPE_DIRS, kill_descendants, remove_orphans
 from bridge_controller.standby import StandbyPool
@@ -118,7 +118,7 @@ class AnsibleRunner:
     def _start(self, action, backend):
         import ansible_runner  # the controller needs it; unit tests of the pure parts do not
 
-        if backend.get("type") not in CREDENTIALS:
+        if backend.get("type") not in BACKENDS:
             raise RunnerError("no playbook for backend type %r" % (backend.get("type"),))
         pipe = os.path.join(self.pipe_dir, "%s-%s" % (action, uuid.uuid4().hex[:12]))
         os.mkfifo(pipe, 0o600)

@@ -8,15 +8,14 @@ and a terminal phase is never left.
 import datetime
 
 from bridge_controller import query
+from bridge_controller.collection import module_utils
 
-PHASE_BY_JOB_PHASE = {
-    "queued": "Queued",
-    "running": "Running",
-    "completed": "Completed",
-    "failed": "Failed",
-    "cancelled": "Cancelled",
-}
-TERMINAL = ("Completed", "Failed", "Cancelled")
+_backend = module_utils("_backend")
+
+# A BridgeJob's phase is its job's (module_utils/_backend.py), capitalized as Kubernetes phases are;
+# Pending before there is a job.
+PHASE_BY_JOB_PHASE = dict((phase, phase.capitalize()) for phase in _backend.PHASES)
+TERMINAL = tuple(PHASE_BY_JOB_PHASE[phase] for phase in _backend.TERMINAL_PHASES)
 CONDITION_TYPES = ("Submitted", "Running", "Succeeded", "Failed", "Cancelled", "BackendReachable", "ResultSelected")
 JOB_FIELDS = {
     "job_id": "jobId",

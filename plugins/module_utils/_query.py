@@ -37,13 +37,14 @@ ANSIBLE_KEYS = frozenset(("changed", "failed", "skipped", "msg", "warnings", "de
                           "exception", "diff"))
 
 
-def compile_query(expression):
-    """The compiled expression, or a SpecError naming `query` with jmespath's own message."""
+def compile_query(expression, field="query"):
+    """The compiled expression, or a SpecError naming `field` (the BridgeJob controller's is
+    spec.resultQuery) with jmespath's own message."""
     try:
         compiled = jmespath.compile(expression)
         check_functions(compiled.parsed, Functions().FUNCTION_TABLE)
     except JMESPathError as exc:
-        raise SpecError("query", "is not a valid JMESPath expression: %s" % exc)
+        raise SpecError(field, "is not a valid JMESPath expression: %s" % exc)
     return compiled
 
 

@@ -73,11 +73,17 @@ def slurm_backend(slurm):
             "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]}
 
 
+def controller_env(**extra):
+    """The environment of a controller process of this venv: its package, and this checkout's
+    collection where it imports bridge.hpc from (the image names the installed one so)."""
+    return dict(os.environ, PYTHONPATH=os.path.join(REPO, "controller"), ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], **extra)
+
+
 def start_controller(kubeconfig, selector, work_dir, log, port):
     """The controller as a process of this venv, on the BridgeJobs labelled `selector`, its runner
     dirs under `work_dir`, its output to the open file `log`; batches after 0.3 s."""
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "controller"),
-               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    env = controller_env()
     return subprocess.Popen(
         [sys.executable, "-m", "bridge_controller.main", "--kubeconfig", kubeconfig, "--selector", selector,
          "--playbook-dir", os.path.join(REPO, "playbooks"), "--work-dir", str(work_dir),

@@ -32,7 +32,8 @@ import pytest
 import yaml
 
 from conftest import COLLECTIONS, REPO, Relay, require_slurm
-from controller_support import GROUP, PLURAL, VERSION, descendants, free_port, release_all, slurm_backend, slurm_namespace
+from controller_support import (GROUP, PLURAL, VERSION, controller_env, descendants, free_port, release_all, slurm_backend,
+                                slurm_namespace)
 from test_controller_e2e import kube, wait_for  # noqa: F401 pylint: disable=unused-import
 from test_crd import apply, manifests
 
@@ -55,8 +56,7 @@ class Controller:
                      "--leader-elect", "--lease-namespace", SYSTEM_NAMESPACE, "--lease-name", lease]
         # A stable identity, as POD_NAME is across restarts of a pod's container: the restarted
         # controller renews its own lease instead of waiting for it to expire.
-        self.env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "controller"), POD_NAME="chaos-%s" % lease,
-                        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+        self.env = controller_env(POD_NAME="chaos-%s" % lease)
         self.process = None
         self.starts = 0
 

@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from conftest import COLLECTIONS, REPO, RUN, kube_control_plane_env, read_env_file, require_slurm
-from controller_support import GROUP, PLURAL, VERSION, free_port, install_crd, slurm_backend, slurm_namespace
+from controller_support import GROUP, PLURAL, VERSION, controller_env, free_port, install_crd, slurm_backend, slurm_namespace
 
 KUBE_SCRIPT = os.path.join(REPO, "tools", "kube-control-plane.sh")
 
@@ -75,14 +75,12 @@ def test_bridgejobs_run_on_real_slurm(kube, tmp_path):
 
     port = free_port()
     log_path = tmp_path / "controller.log"
-    controller_env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "controller"),
-                          PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     process = subprocess.Popen(
         [sys.executable, "-m", "bridge_controller.main", "--kubeconfig", env["KUBECONFIG"], "--namespace", namespace,
          "--playbook-dir", os.path.join(REPO, "playbooks"), "--work-dir", str(tmp_path / "runner"),
          "--collections-path", COLLECTIONS, "--port", str(port), "--bind-address", "127.0.0.1",
          "--batch-window", "0.3"],
-        stdout=open(log_path, "w"), stderr=subprocess.STDOUT, env=controller_env)
+        stdout=open(log_path, "w"), stderr=subprocess.STDOUT, env=controller_env())
     try:
         def read(name):
             return custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)

@@ -35,7 +35,7 @@ import uuid
 import pytest
 
 from conftest import COLLECTIONS, REPO, kube_node_env, quantum_env, ray_env, require_quantum, require_ray, require_slurm
-from controller_support import GROUP, PLURAL, VERSION, free_port, release_labelled
+from controller_support import GROUP, PLURAL, VERSION, controller_env, free_port, release_labelled
 from test_controller_chaos import account  # noqa: F401 pylint: disable=unused-import
 from test_controller_e2e import kube, wait_for  # noqa: F401 pylint: disable=unused-import
 
@@ -174,12 +174,10 @@ def tenancy(kube, account, tmp_path_factory):  # pylint: disable=redefined-outer
                "--batch-window", "0.3"]
     for url in allowed:
         command += ["--allowed-backend-url", url]
-    controller_env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "controller"),
-                          PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    controller_env[MARKERS_VARIABLE] = markers + "/"
+    process_env = controller_env(**{MARKERS_VARIABLE: markers + "/"})
     tenants = Tenants(api_client, labels)
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=controller_env)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=process_env)
 
     class Context:
         pass

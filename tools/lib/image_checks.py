@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 
+from bridge_controller import collection
 from bridge_controller.main import parse_args
 from bridge_controller.runner import AnsibleRunner
 
@@ -39,6 +40,9 @@ def check_args(args, ports, mounts):
     say("--playbook-dir resolves to %s, which holds %s" % (args.playbook_dir, ", ".join(PLAYBOOKS)))
     assert str(args.port) in ports, (args.port, ports)
     say("--http-port %s = containerPort" % args.port)
+    installed = os.path.join(args.collections_path, "ansible_collections", "bridge", "hpc")
+    assert collection.imported_from() == os.path.realpath(installed), (collection.imported_from(), installed)
+    say("the controller imports bridge.hpc from %s, the collection its playbooks run" % installed)
     assert args.python.startswith("/usr/local/bin/python"), args.python
     writable = {"--runner-dir": args.work_dir}
     for key in ("HOME", "ANSIBLE_HOME", "ANSIBLE_LOCAL_TEMP", "ANSIBLE_REMOTE_TEMP"):

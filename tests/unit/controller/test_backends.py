@@ -1,8 +1,8 @@
-"""The controller's view of the backends agrees with the collection's registry (_registry.BACKENDS).
+"""The CRD and docs/bridgejob.md agree with the collection's registry (_registry.BACKENDS), which the
+controller imports (bridge_controller/backends.py).
 
-The controller does not import the collection at run time, and the CRD and docs/bridgejob.md are
-text: each keeps its own copy of the backend names and credential keys, and these tests fail when
-one of them disagrees with the registry.
+The CRD and docs/bridgejob.md are text: each keeps its own copy of the backend names, credential
+keys and job phases, and these tests fail when one of them disagrees with the registry.
 """
 
 import os
@@ -11,8 +11,10 @@ import re
 import pytest
 import yaml
 
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import PHASES
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from bridge_controller import backends
+from bridge_controller.status import PHASE_BY_JOB_PHASE
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -40,16 +42,22 @@ def named_backends(rule):
     return set(re.findall(r"'(\w+)'", rule["rule"]))
 
 
-def test_the_controllers_credential_keys_are_the_registrys():
-    assert backends.CREDENTIALS == dict((name, tuple(backend.CREDENTIALS)) for name, backend in BACKENDS.items())
-    assert backends.SECRET_KEYS == dict((name, dict(backend.SECRET_KEYS)) for name, backend in BACKENDS.items()
-                                        if backend.SECRET_KEYS)
-    for name, backend in BACKENDS.items():
-        assert tuple(key for _option, key in backends.credential_keys(name)) == backend.secret_keys()
+def test_a_credential_is_read_from_its_secret_key_and_handed_over_as_its_module_option():
+    assert backends.credential_keys("slurm") == (("user", "user"), ("token", "token"))
+    assert backends.credential_keys("quantum") == (("api_key", "apiKey"), ("service_crn", "serviceCrn"))
+    assert backends.credential_keys("kubernetes") == (("kubeconfig_content", "kubeconfig"),)
+    assert backends.credential_keys("pbs") == (), "a type the CRD refuses has no credentials"
 
 
 def test_the_crds_backend_types_are_the_registry():
     assert sorted(backend_schema()["properties"]["type"]["enum"]) == sorted(BACKENDS)
+
+
+def test_the_crds_phases_are_pending_and_the_phases_of_the_collections_jobs():
+    with open(os.path.join(REPO, "deploy", "crd.yaml")) as handle:
+        crd = yaml.safe_load(handle)
+    status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    assert status["properties"]["phase"]["enum"] == ["Pending"] + [PHASE_BY_JOB_PHASE[phase] for phase in PHASES]
 
 
 def test_the_crd_requires_a_url_exactly_for_the_backends_that_have_one():
@@ -75,8 +83,8 @@ def test_the_crds_per_backend_rules_name_registered_backends_with_what_they_decl
 
 
 def test_backend_namespace_is_allowed_exactly_for_the_backends_whose_jobs_live_in_a_namespace():
-    namespaced = set(name for name, backend in BACKENDS.items() if "namespace" in backend.connection_options())
-    assert set(backends.NAMESPACED) == namespaced
+    namespaced = set(name for name in BACKENDS if backends.namespaced(name))
+    assert namespaced == {"kubernetes"}
     assert named_backends(rule_about("namespace")) == namespaced
 
 

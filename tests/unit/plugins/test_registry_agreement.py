@@ -1,8 +1,9 @@
 """What the collection says about its backends agrees with the registry (_registry.BACKENDS).
 
-Module docs, doc fragments, action groups and the user docs are text that cannot import the
-registry; these tests fail when a backend is added, renamed or changed in one place only.
-The controller's side (CRD, credential keys) is tested in tests/unit/controller.
+Module docs, doc fragments, action groups, the playbooks' environment variables and the user docs
+are text that cannot import the registry; these tests fail when a backend is added, renamed or
+changed in one place only.
+The controller imports the registry; the CRD is tested against it in tests/unit/controller.
 """
 
 import importlib
@@ -114,3 +115,16 @@ def test_each_backends_inventory_plugin_documents_its_connection(name):
                          re.IGNORECASE), secret
     assert plugin.InventoryModule.MANAGER == backend.TITLE
     assert plugin.InventoryModule.URL_ENV == (backend.ENV["url"][0] if backend.URL_NAME else None)
+
+
+def test_the_playbooks_read_from_the_environment_exactly_what_each_backends_modules_read():
+    """playbooks/vars/backends_from_env.yml gives the backend-neutral modules, which have no
+    environment fallbacks, each backend's ENV: every option's variables, first set first."""
+    with open(os.path.join(REPO, "playbooks", "vars", "backends_from_env.yml")) as handle:
+        variables = yaml.safe_load(handle)
+    assert list(variables) == ["bridge_env_backends"]
+    settings = variables["bridge_env_backends"]
+    assert sorted(settings) == sorted(BACKENDS)
+    for name, backend in BACKENDS.items():
+        assert settings[name] == dict((option, "{{ %s }}" % " or ".join(
+            "lookup('ansible.builtin.env', '%s')" % variable for variable in names)) for option, names in backend.ENV.items())
