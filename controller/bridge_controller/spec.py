@@ -6,30 +6,14 @@ Pure functions: the executor and the resolver derive from here what a CR asks fo
 import re
 
 from bridge_controller import query
+from bridge_controller.collection import module_utils
 
-TOP_LEVEL = {
-    "name": "name",
-    "environment": "environment",
-    "workingDirectory": "working_directory",
-    "stdout": "stdout",
-    "stderr": "stderr",
-    "queue": "queue",
-    "account": "account",
-    "qos": "qos",
-    "constraints": "constraints",
-    "backendOptions": "backend_options",
-}
-RESOURCES = {
-    "nodes": "nodes",
-    "tasks": "tasks",
-    "tasksPerNode": "tasks_per_node",
-    "cpusPerTask": "cpus_per_task",
-    "gpus": "gpus",
-    "gpuType": "gpu_type",
-    "memory": "memory",
-    "memoryPerCpu": "memory_per_cpu",
-    "timeLimit": "time_limit",
-}
+FIELDS = module_utils("_fields")
+# camelCase -> snake_case of the job spec's fields a BridgeJob has, from the collection's field table
+# (identity is the CR's UID and script may come from scriptFrom: job_params sets both).
+TOP_LEVEL = dict((FIELDS.camel(field.name), field.name) for field in FIELDS.TOP_FIELDS
+                 if field.crd and field.name != "script")
+RESOURCES = dict((FIELDS.camel(FIELDS.leaf(field)), FIELDS.leaf(field)) for field in FIELDS.RESOURCE_FIELDS)
 DEFAULT_POLL_INTERVAL = 30
 
 

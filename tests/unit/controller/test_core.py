@@ -1,11 +1,16 @@
 """The controller's pure core: CR spec mapping, plans, batches, status and conditions."""
 
+import os
+
 import pytest
+import yaml
 
 from bridge_controller.batches import Batches
 from bridge_controller.plan import FINALIZER, plan
-from bridge_controller.spec import backend_key, identity_of, job_params
+from bridge_controller.spec import RESOURCES, TOP_LEVEL, backend_key, identity_of, job_params
 from bridge_controller.status import desired_status, set_condition, status_patch
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def bridgejob(spec=None, status=None, finalizers=(FINALIZER,), deleting=False, uid="u-1"):
@@ -26,6 +31,19 @@ def test_spec_maps_to_the_collection_spec_with_the_uid_as_identity():
     assert params["working_directory"] == "/home/a" and params["name"] == "hello"
     assert params["resources"] == {"cpus_per_task": 2, "time_limit": "01:00:00", "memory_per_cpu": "1G"}
     assert params["backend_options"] == {"slurm": {"exclusive": "user"}}
+
+
+def test_every_field_of_the_crd_reaches_the_collection_spec():
+    """The CRD's spec properties (generated from the field table) are each mapped to the job spec."""
+    obj = bridgejob({"exclusive": True, "qos": "high", "resources": {"tasksPerNode": 4, "gpuType": "a100", "gpus": 1}})
+    params = job_params(obj)
+    assert params["exclusive"] is True and params["qos"] == "high"
+    assert params["resources"] == {"tasks_per_node": 4, "gpu_type": "a100", "gpus": 1}
+    with open(os.path.join(REPO, "deploy", "crd.yaml")) as handle:
+        schema = yaml.safe_load(handle)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    controller_own = {"backend", "script", "scriptFrom", "resultQuery", "cancel", "pollInterval", "resources"}
+    assert set(schema["properties"]) - controller_own == set(TOP_LEVEL)
+    assert set(schema["properties"]["resources"]["properties"]) == set(RESOURCES)
 
 
 def test_script_from_a_config_map_is_passed_in():
