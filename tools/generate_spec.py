@@ -46,8 +46,10 @@ class Dumper(yaml.SafeDumper):
         return super().increase_indent(flow, False)
 
 
-def dump(data, indent):
-    text = yaml.dump(data, Dumper=Dumper, sort_keys=False, width=200, allow_unicode=True, default_flow_style=False)
+def dump(data, indent, width=110):
+    """YAML of `data` indented by `indent`; lines past `width` fold where YAML lets them (the doc
+    fragment is Python, whose lines stay under 160; the CRD keeps a rule on one line)."""
+    text = yaml.dump(data, Dumper=Dumper, sort_keys=False, width=width, allow_unicode=True, default_flow_style=False)
     return "".join(" " * indent + line if line.strip() else line for line in text.splitlines(True))
 
 
@@ -117,11 +119,11 @@ def crd_rules(fields, backends):
     names = [name for name, _property in crd_fields(fields, backends)] + list(CONTROLLER_FIELDS)
     return dump([{"rule": "has(self.{0}) == has(oldSelf.{0}) && (!has(self.{0}) || self.{0} == oldSelf.{0})".format(name),
                   "message": IMMUTABLE, "fieldPath": "." + name, "reason": "FieldValueForbidden"}
-                 for name in names], 16)
+                 for name in names], 16, width=200)
 
 
 def crd_properties(fields, backends):
-    return dump(dict(crd_fields(fields, backends)), 16)
+    return dump(dict(crd_fields(fields, backends)), 16, width=200)
 
 
 def doc_type(fields, field):
@@ -132,8 +134,8 @@ def markdown(fields, backends):
     rows = ["| field | BridgeJob | type | meaning |", "|---|---|---|---|"]
     for field in fields.FIELDS:
         bridgejob = "`%s`" % ".".join(fields.camel(part) for part in field.name.split(".")) if field.crd else "(the UID)"
-        rows.append("| `%s` | %s | %s | %s |" % (field.name, bridgejob, doc_type(fields, field),
-                                                  " ".join(fields.plain(line, "`%s`") for line in field.doc)))
+        meaning = " ".join(fields.plain(line, "`%s`") for line in field.doc)
+        rows.append("| `%s` | %s | %s | %s |" % (field.name, bridgejob, doc_type(fields, field), meaning))
     rows += ["", "What each backend makes of a field; a refused field fails the task naming it, and nothing is "
              "submitted:", "", "| field | %s |" % " | ".join(backends[name].TITLE for name in BACKEND_ORDER),
              "|---|%s" % ("---|" * len(BACKEND_ORDER))]

@@ -20,6 +20,7 @@ __metaclass__ = type
 import collections
 import re
 
+
 class Compiles(collections.namedtuple("Compiles", "how")):
     """The backend honours the field; `how` says what it becomes there (doc text)."""
 

@@ -105,12 +105,12 @@ def test_a_field_is_compiled_or_refused_with_its_reason_never_dropped(field, bac
 def test_the_argument_spec_is_the_table():
     spec = argument_spec()
     assert sorted(spec) == sorted(set(field.name.split(".")[0] for field in FIELDS))
-    assert sorted(spec["resources"]["options"]) == sorted(leaf(field) for field in FIELDS
-                                                           if field.name.startswith(RESOURCES_PREFIX))
+    resources = [leaf(field) for field in FIELDS if field.name.startswith(RESOURCES_PREFIX)]
+    assert sorted(spec["resources"]["options"]) == sorted(resources)
     assert spec["exclusive"] == {"type": "bool"} and BY_NAME["exclusive"].crd == {"type": "boolean"}
 
 
 def test_generated_docs_and_crd_are_what_the_table_says():
     check = subprocess.run([sys.executable, os.path.join(REPO, "tools", "generate_spec.py"), "--check"],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stderr
