@@ -19,19 +19,13 @@ description:
     interpreter of its C(#!) line (C(#!/bin/sh -e) runs C(/bin/sh -e /bridge/job/script)) in the image
     named by O(backend_options) key C(kubernetes) C(image), which is required. The ConfigMap is owned
     by the Job, so the garbage collector removes it with the Job.
-  - "The spec compiles to: O(resources.cpus_per_task) and O(resources.memory) (or
-    O(resources.memory_per_cpu) times the CPUs) to the container's requests and limits (equal),
-    O(resources.gpus) to the extended resource O(gpu_resource), O(resources.gpu_type) to a node
-    selector on C(nvidia.com/gpu.product), O(resources.time_limit) to C(activeDeadlineSeconds),
-    O(environment) to the container's C(env), O(working_directory) to its C(workingDir) (an
-    C(emptyDir) at C(/bridge/work) when not set), O(queue) to Kueue's C(kueue.x-k8s.io/queue-name)
-    label on a Job created suspended (Kueue admits it), O(qos) to the Pod's C(priorityClassName)."
+  - Each job spec option below says what it becomes in the Job, or that Kubernetes refuses it and
+    why; a refused option fails the task naming it, and nothing is created. Requests and limits of
+    the container are equal.
   - A Job runs one Pod with C(restartPolicy=Never) and C(backoffLimit=0) (a failed batch step is not
     rerun blindly), kept C(ttlSecondsAfterFinished=604800) seconds after it ends. Its Pod passes the
     C(restricted) Pod Security level (non-root user 65532, no privilege escalation, no capabilities,
     the C(RuntimeDefault) seccomp profile, no ServiceAccount token).
-  - O(resources.nodes), O(resources.tasks) and O(resources.tasks_per_node) above 1 are refused (one Pod
-    runs one task); so are O(account), O(constraints), O(stdout) and O(stderr), with the reason.
   - The identity is the Job's annotation C(bridge.dev/identity), a hash of it is the label
     C(bridge.dev/identity-hash), and the Job and ConfigMap are named after both; the identity is looked up
     before every submit, and two submits that race create one Job.

@@ -18,7 +18,7 @@ description:
   - The job is submitted through Application Center's C(generic) application template; the script
     travels byte-exact as an uploaded file and runs from the job's submission directory. The
     spec compiles to C(bsub) options (C(-J), C(-Jd), C(-q), C(-n), C(-R), C(-M), C(-gpu), C(-W),
-    C(-P), C(-o), C(-e), C(-cwd), C(-env)); the equivalent command line is returned as
+    C(-P), C(-x), C(-o), C(-e), C(-cwd), C(-env)); the equivalent command line is returned as
     C(rendered.bsub).
   - The identity travels as the job description (C(-Jd bridge:<identity>)) and is looked up before
     submitting, so running the task again returns the same job instead of submitting a second one.
@@ -26,9 +26,8 @@ description:
   - Before submitting, the request is checked against the queues (unknown or closed queue, run
     limit, slots, memory limit) and their hosts (slots on one host, slots in all, memory per host),
     so a job LSF would refuse or keep pending forever fails early.
-  - O(qos) and O(constraints) have no C(bsub) equivalent Bridge stands behind and are refused with
-    the reason; O(resources.memory_per_cpu) is refused in favour of O(resources.memory). More
-    C(bsub) options (C(-x), C(-G), C(-sla), ...) go under O(backend_options) key C(lsf), an option
+  - Each job spec option below says what it becomes for LSF, or that LSF refuses it and why. More
+    C(bsub) options (C(-G), C(-sla), ...) go under O(backend_options) key C(lsf), an option
     name with C(true) for a flag or its value (C(-G) with C(physics)); an option Bridge compiles
     itself, or one that would make the web service wait (C(-I), C(-K)), is refused.
 author:
@@ -83,9 +82,7 @@ EXAMPLES = r"""
       gpus: 2
       gpu_type: TeslaV100
       time_limit: 1-00:00:00
-    backend_options:
-      lsf:
-        "-x": true
+    exclusive: true
 
 - name: Kill it
   bridge.hpc.lsf_job:

@@ -30,10 +30,10 @@ description:
     when its answer is lost the identity is looked up instead.
   - Before submitting, the device must exist (the error names those there are), be operational and
     be as wide as every circuit, and the instance must not have reached its usage limit.
-  - O(resources.time_limit) becomes the job's maximum execution time (C(cost), in seconds), which
-    the service caps at three hours; a job that exceeds it ends C(failed) with RV(failure_class=timeout).
-    O(environment), O(working_directory), O(stdout), O(stderr), O(account), O(qos), O(constraints)
-    and the other resources mean nothing to a primitive run and are refused, naming the field.
+  - Each job spec option below says what it becomes for IBM Quantum, or that IBM Quantum refuses
+    it and why (a primitive run has no environment, files or classical resources). A job that
+    exceeds its maximum execution time (O(resources.time_limit)) ends C(failed) with
+    RV(failure_class=timeout).
 author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:

@@ -19,8 +19,8 @@ description:
   - O(resources.cpus_per_task), O(resources.gpus) and O(resources.memory) reserve the driver's CPUs,
     GPUs and memory (C(entrypoint_num_cpus), C(entrypoint_num_gpus), C(entrypoint_memory)).
     O(resources.time_limit) wraps the entrypoint in C(timeout), so an overrun fails as C(timeout).
-  - O(queue), O(account), O(qos), O(constraints), O(working_directory), O(stdout) and O(stderr)
-    mean nothing to a Ray driver and are refused with the reason; so are several nodes or tasks.
+  - Each job spec option below says what it becomes for Ray, or that Ray refuses it and why; a
+    refused option fails the task naming it, and nothing is submitted.
   - Custom resources, label selectors, C(pip), C(uv), C(conda), C(py_modules) and other runtime
     environment fields go under O(backend_options) key C(ray), as C(entrypoint_resources),
     C(entrypoint_label_selector), C(runtime_env) and C(metadata). Unknown keys are refused.

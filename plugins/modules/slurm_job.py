@@ -74,9 +74,7 @@ EXAMPLES = r"""
       gpus: 4
       gpu_type: a100
       time_limit: 1-00:00:00
-    backend_options:
-      slurm:
-        exclusive: user
+    exclusive: true
 
 - name: Cancel it
   bridge.hpc.slurm_job:
