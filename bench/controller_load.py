@@ -247,7 +247,7 @@ IDLE_GAP = 3.0
 
 
 def slurm_queue_length(slurm):
-    from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
     client = SlurmClient(slurm["SLURM_URL"], user=slurm["SLURM_USER"], token=slurm["SLURM_JWT"])
     try:
@@ -427,7 +427,7 @@ def baseline_run(args, slurm, work, run):
 
 def cancel_jobs(slurm, identities):
     """Cancel every Slurm job carrying one of these identities; how many."""
-    from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
     wanted = set(identities)
     client = SlurmClient(slurm["SLURM_URL"], user=slurm["SLURM_USER"], token=slurm["SLURM_JWT"],

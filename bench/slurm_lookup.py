@@ -34,7 +34,8 @@ import httpx
 import common  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_present  # noqa: E402
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec  # noqa: E402
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient, compile_submit  # noqa: E402
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient  # noqa: E402
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.compile import compile_job  # noqa: E402
 
 
 def spec_for(identity, script="#!/bin/bash\ntrue\n", hold=False):
@@ -62,7 +63,7 @@ class Cluster(object):
         return client
 
     def post(self, spec):
-        answer = self.http.post("/slurm/%s/job/submit" % self.version, content=json.dumps(compile_submit(spec, self.version)))
+        answer = self.http.post("/slurm/%s/job/submit" % self.version, content=json.dumps(compile_job(spec, self.version)))
         answer.raise_for_status()
         job_id = str(answer.json()["job_id"])
         self.submitted.append(job_id)

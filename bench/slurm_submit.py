@@ -21,7 +21,8 @@ from common import SubmitBench
 import httpx  # noqa: E402
 
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec  # noqa: E402
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient, compile_submit  # noqa: E402
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient  # noqa: E402
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.compile import compile_job  # noqa: E402
 
 SCRIPT = "#!/bin/bash\ntrue\n"
 PLAYBOOK = """
@@ -57,7 +58,7 @@ def main():
     raw_http = httpx.Client(base_url=url, headers=headers, timeout=30)
 
     def raw(identity):
-        body = compile_submit(spec_for(identity), version)
+        body = compile_job(spec_for(identity), version)
         return raw_http.post("/slurm/%s/job/submit" % version, content=json.dumps(body)).json()["job_id"]
 
     bench.time_raw(raw, bench.identities("raw"))

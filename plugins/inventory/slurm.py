@@ -209,7 +209,7 @@ from ansible.errors import AnsibleParserError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 from ansible_collections.bridge.hpc.plugins.plugin_utils._inventory import InventorySource, without_native
 
 PARTITION_GROUP = "slurm_partitions"

@@ -22,7 +22,12 @@ import json
 import re
 from http.client import responses as STATUS_PHRASES
 
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import MalformedResponse, SpecError, Unsupported
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
+    MalformedResponse,
+    SpecError,
+    Unsupported,
+    error_for_status,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import require_program
 
 # Every normalized job has at least these keys; backends may add their own (partition, nodes, ...).
@@ -53,6 +58,9 @@ CAPABILITY_DOCS = {
 LAUNCHER_TOKEN = "$(LAUNCHER)"
 # A launcher of nothing takes the blanks after the token with it: "$(LAUNCHER) ./a.out" -> "./a.out".
 _NO_LAUNCHER = re.compile(re.escape(LAUNCHER_TOKEN) + r"[ \t]*")
+
+# What `missing` of Backend.call is when a 404 is an error like any other.
+REFUSE = object()
 
 # The options every backend's connection has; a backend adds its own in CONNECTION.
 COMMON_CONNECTION = dict(
@@ -378,6 +386,85 @@ class Backend(object):
 
     def close(self):
         self.transport.close()
+
+    # ---------------------------------------------------------------- the call and its errors
+
+    def error(self, kind, reason, verb=None, obj=None, ident=None, status=None):
+        """A `kind` of BridgeError about this client's manager at its URL."""
+        return kind(reason, verb, obj, ident, self.TITLE, self.url, status)
+
+    def status_error(self, status, reason, verb, obj, ident=None):
+        """The error an HTTP status means where the manager's answer says nothing better."""
+        return self.error(error_for_status(status), reason, verb, obj, ident, status)
+
+    def decoded(self, parse, body, endpoint, verb, obj, ident=None):
+        """parse(body), where an answer of another shape is MalformedResponse naming the endpoint."""
+        return decode(parse, body, endpoint, self.TITLE, self.url, verb, obj, ident)
+
+    def call(self, method, path, verb, obj, ident=None, parse=None, missing=REFUSE, **request):
+        """One request of a verb and the manager's answer to it, through `parse` when given.
+
+        exchange() sends it (the transport's RetryPolicy sends an idempotent one again) and checks
+        the answer. `missing` is what a 404 returns where it means "none" rather than an error.
+        `request` goes to exchange(): read (a function of the response that gives its body; by
+        default its JSON), json, params, content, headers, idempotent.
+        """
+        endpoint = self.endpoint(method, path)
+        body = self.exchange(method, path, endpoint, verb, obj, ident, missing=missing, **request)
+        if parse is None or body is missing:
+            return body
+        return self.decoded(parse, body, endpoint, verb, obj, ident)
+
+    def endpoint(self, method, path):
+        """The request as messages name it: "GET /jobs"."""
+        return "%s %s" % (method, path)
+
+    def exchange(self, method, path, endpoint, verb, obj, ident, missing=REFUSE, read=None, **request):
+        """The body of a successful answer (read(response), else its JSON); refuse() raises the
+        typed error of any other but a 404 that `missing` stands for."""
+        response = self.send(method, path, verb, obj, ident, **request)
+        if missing is not REFUSE and response.status_code == 404:
+            return missing
+        if response.status_code >= 400:
+            self.refuse(response, verb, obj, ident)
+        if read is not None:
+            return self.decoded(read, response, endpoint, verb, obj, ident)
+        return self.answer(response, endpoint, verb, obj, ident)
+
+    def send(self, method, path, verb, obj, ident, **request):
+        """The response to one request, with whatever credentials the manager wants on it."""
+        return self.transport.request(method, path, verb=verb, obj=obj, ident=ident, **request)
+
+    def refuse(self, response, verb, obj, ident):
+        """Raise the typed error of an error answer; each manager says why in its own way."""
+        status = response.status_code
+        raise self.status_error(status, status_phrase(status), verb, obj, ident)
+
+    def answer(self, response, endpoint, verb, obj, ident):
+        """The body of a successful answer: its JSON."""
+        return json_of(response, endpoint, self.TITLE, self.url, verb, obj, ident)
+
+    def found_after_lost_submit(self, spec, lost):
+        """The id of the job that a submit whose answer was lost (`lost`: ConnectionFailed,
+        Timeout, a gateway's 5xx) created, looked up by its identity; else `lost`, saying that no
+        such job exists now. A submit is never sent again blindly."""
+        existing = self.find(spec["identity"])
+        if existing is not None:
+            return existing["job_id"]
+        raise type(lost)(lost.reason + "; the submission may not have reached %s and was not retried "
+                         "(no job with identity '%s' exists now)" % (self.TITLE, spec["identity"]),
+                         lost.verb, lost.obj, lost.ident, lost.manager, lost.url, lost.status)
+
+
+def interpreter(script):
+    """[interpreter, its one optional argument] of a script's #! line as the kernel reads it: the
+    argument is the rest of the line, blanks and all ("#!/bin/sh -e -u" passes "-e -u" as one).
+    Backends that start the interpreter themselves (Kubernetes, Ray) start it so, and a script
+    runs as it would where the manager executes it (Slurm, LSF)."""
+    line = script.split("\n", 1)[0][2:].strip()
+    if not line:
+        raise SpecError("script", "the #! line names no interpreter")
+    return line.split(None, 1)
 
 
 def with_launcher(backend, spec):

@@ -3,9 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The one HTTP transport every Bridge client uses. Internal to this collection.
 
-It owns TLS, timeouts, secret scrubbing and the retry policy: idempotent calls are retried on
-connection errors, 429 and 502-504 with jittered backoff that honours Retry-After; anything not
-marked idempotent (a submit POST) is sent exactly once.
+It owns TLS, timeouts, secret scrubbing and the one retry policy of every Bridge client
+(RetryPolicy, which the Kubernetes client, over the `kubernetes` library, follows too): idempotent
+calls are retried on connection errors, 429 and 502-504 with jittered backoff that honours
+Retry-After; anything not marked idempotent (a submit POST) is sent exactly once.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,6 +33,11 @@ except ImportError:
     HTTPX_IMPORT_ERROR = traceback.format_exc()
 
 IDEMPOTENT_METHODS = frozenset(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"])
+# What a proxy, a gateway or a server under load answers, and what may pass by the next attempt.
+# 500 is not among them, for any manager: Ray answers a reused submission_id and a delete of a
+# running job with 500, Slurm 22.05 a bad token and slurmctld's refusals, so sending again only
+# delays the same answer; and where a 500 is the server's passing trouble (an apiserver whose etcd
+# hiccups), ServerError says it is temporary and the controller retries the whole step later.
 RETRY_STATUSES = frozenset([429, 502, 503, 504])
 REDACTED = "********"
 
@@ -46,6 +52,36 @@ def retry_delay(attempt, backoff, retry_after=None, max_delay=30.0, rand=random.
             pass
     ceiling = min(max_delay, backoff * (2 ** (attempt - 1)))
     return ceiling / 2 + rand() * ceiling / 2
+
+
+class RetryPolicy:
+    """When a call is sent again: an idempotent one up to `retries` more times on a lost answer
+    (ConnectionFailed, Timeout) or a RETRY_STATUSES answer, after retry_delay; any other once."""
+
+    def __init__(self, retries=3, backoff=0.5, sleep=time.sleep):
+        self.retries = max(0, int(retries))
+        self.backoff = backoff
+        self.sleep = sleep
+
+    def send(self, attempt, idempotent):
+        """The answer of attempt(), which sends the call once and returns (answer, HTTP status,
+        Retry-After header or None), or raises ConnectionFailed or Timeout when no answer came.
+        The last attempt's answer is returned whatever its status, its error raised."""
+        attempts = 1 + (self.retries if idempotent else 0)
+        for number in range(1, attempts + 1):
+            last = number == attempts
+            try:
+                answer, status, retry_after = attempt()
+            except (ConnectionFailed, Timeout):
+                if last:
+                    raise
+                self.sleep(retry_delay(number, self.backoff))
+                continue
+            if status in RETRY_STATUSES and not last:
+                self.sleep(retry_delay(number, self.backoff, retry_after))
+                continue
+            return answer
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 class Transport:
@@ -70,9 +106,7 @@ class Transport:
         self.base_url = base_url.rstrip("/")
         self.manager = manager
         self.secrets = [s for s in secrets if s]
-        self.retries = max(0, int(retries))
-        self.backoff = backoff
-        self.sleep = sleep
+        self.retry = RetryPolicy(retries, backoff, sleep)
         self.requests_sent = 0
         if http_client is None:
             http_client = httpx.Client(
@@ -124,29 +158,20 @@ class Transport:
         method = method.upper()
         if idempotent is None:
             idempotent = method in IDEMPOTENT_METHODS
-        attempts = 1 + (self.retries if idempotent else 0)
         url = self.base_url + path
-        for attempt in range(1, attempts + 1):
-            last = attempt == attempts
+
+        def attempt():
+            self.requests_sent += 1
             try:
-                self.requests_sent += 1
                 response = self.http.request(method, path, params=params, json=json, content=content,
                                              headers=headers)
             except httpx.TimeoutException as exc:
-                if last:
-                    raise Timeout(self._describe(exc), verb, obj, ident, self.manager, url)
-                self.sleep(retry_delay(attempt, self.backoff))
-                continue
+                raise Timeout(self._describe(exc), verb, obj, ident, self.manager, url)
             except httpx.TransportError as exc:
-                if last:
-                    raise ConnectionFailed(self._describe(exc), verb, obj, ident, self.manager, url)
-                self.sleep(retry_delay(attempt, self.backoff))
-                continue
-            if response.status_code in RETRY_STATUSES and not last:
-                self.sleep(retry_delay(attempt, self.backoff, response.headers.get("retry-after")))
-                continue
-            return response
-        raise AssertionError("unreachable: the last attempt returns or raises")
+                raise ConnectionFailed(self._describe(exc), verb, obj, ident, self.manager, url)
+            return response, response.status_code, response.headers.get("retry-after")
+
+        return self.retry.send(attempt, idempotent)
 
     def _describe(self, exc):
         reason = str(exc) or type(exc).__name__

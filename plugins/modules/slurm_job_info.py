@@ -257,7 +257,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
-from ansible_collections.bridge.hpc.plugins.module_utils._slurmdb import window_start
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.accounting import window_start
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     backend_connection_options,
     client_of,

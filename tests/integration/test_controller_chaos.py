@@ -130,7 +130,7 @@ def condition(obj, kind):
 
 def slurm_client(slurm):
     sys.path.insert(0, COLLECTIONS)
-    from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
     return SlurmClient(slurm["SLURM_URL"], user=slurm["SLURM_USER"], token=slurm["SLURM_JWT"])
 

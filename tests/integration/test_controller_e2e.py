@@ -110,7 +110,7 @@ def test_bridgejobs_run_on_real_slurm(kube, tmp_path):
 
         wait_for(gone, bool, timeout=120)
         sys.path.insert(0, COLLECTIONS)
-        from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+        from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
         slurm_job = SlurmClient(slurm["SLURM_URL"], user=slurm["SLURM_USER"], token=slurm["SLURM_JWT"]).get(job_id)
         assert slurm_job["phase"] == "cancelled", slurm_job["native_state"]

@@ -72,7 +72,7 @@ def test_without_the_ca_the_certificate_is_refused_and_nothing_is_submitted(cont
     assert condition(refused, "Submitted")["status"] == "False"
 
     sys.path.insert(0, COLLECTIONS)
-    from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
     plain = SlurmClient(slurm["SLURM_URL"], user=slurm["SLURM_USER"], token=slurm["SLURM_JWT"])
     try:

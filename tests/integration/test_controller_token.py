@@ -88,7 +88,7 @@ def controller(kube, tmp_path_factory):
 def slurm_jobs(slurm, identities):
     if COLLECTIONS not in sys.path:
         sys.path.insert(0, COLLECTIONS)
-    from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
     client = SlurmClient(slurm["SLURM_URL"], user=slurm["SLURM_USER"], token=slurm["SLURM_JWT"])
     try:

@@ -107,7 +107,7 @@ def jobs_carrying(values, identity):
     """Every job Slurm knows with this identity, read with the cluster's long-lived token."""
     if COLLECTIONS not in sys.path:
         sys.path.insert(0, COLLECTIONS)
-    from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
     client = SlurmClient(values["SLURM_URL"], user=values["SLURM_USER"], token=values["SLURM_JWT"])
     try:

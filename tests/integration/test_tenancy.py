@@ -239,7 +239,7 @@ def test_templates_in_every_slurm_field_reach_slurm_unchanged_and_are_never_rend
     assert phase(done) == "Completed", done.get("status")
     assert done["status"]["result"] == query_template("resultQuery")[1:-1], "the literal, selected unrendered"
     sys.path.insert(0, COLLECTIONS)
-    from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
     job = SlurmClient(ctx.slurm["SLURM_URL"], user=ctx.slurm["SLURM_USER"], token=ctx.slurm["SLURM_JWT"]).get(
         done["status"]["jobId"])

@@ -6,7 +6,7 @@ responses (tests/unit/fixtures/slurm); recorded-response tests check the real on
 import httpx
 
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
 NOT_FOUND_TEXT = "Unable find requested URL. Please view /openapi/v3 for API reference."
 

@@ -20,11 +20,8 @@ from ansible.template import is_trusted_as_template
 
 from ansible_collections.bridge.hpc.plugins.inventory import slurm as plugin_module
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm import (
-    SlurmClient,
-    normalize_node,
-    normalize_partition,
-)
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.fit import normalize_node, normalize_partition
 from ansible_collections.bridge.hpc.tests.unit.plugins.inventory.harness import (
     InventoryPluginContract,
     PluginRunner,

@@ -14,7 +14,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf import SCRIPT_FILE, LsfClient
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient
 from ansible_collections.bridge.hpc.plugins.module_utils.ray import SCRIPT_NAME, RayClient, package
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
 from recorded import recorded, replaying_transport
 

@@ -7,8 +7,8 @@ tests/unit/slurm_stub.py routes each request by path, so each test says which st
 import pytest
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import NotFound, SpecError
-from ansible_collections.bridge.hpc.plugins.module_utils._slurmdb import query, sacct_time, window_start
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm import CURRENT_READS
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.accounting import query, sacct_time, window_start
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import CURRENT_READS
 
 from slurm_stub import Stub, live_job, recorded_job
 

@@ -5,7 +5,7 @@ job from every version, and what only accounting knows (elapsed, CPU time, max R
 import pytest
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import NotFound
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
 from recorded import recorded, replaying_transport
 

@@ -11,7 +11,8 @@ import pytest
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed, NotFound, Rejected
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient, compile_submit
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.compile import compile_job
 
 from recorded import recorded as recorded_response
 from recorded import replaying_transport
@@ -97,7 +98,7 @@ def test_submit_returns_the_job_id_and_sends_one_post(version):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_compiled_body_has_the_shape_the_server_accepted(version):
     accepted = recorded(version, "submit_ok")["request"]["body"]
-    ours = compile_submit(SPEC, version)
+    ours = compile_job(SPEC, version)
     assert ("script" in ours) == ("script" in accepted)
     assert type(ours["job"]["environment"]) is type(accepted["job"]["environment"])
     assert ("script" in ours["job"]) == ("script" in accepted["job"])
@@ -266,7 +267,7 @@ def test_discovery_takes_the_newest_version_served():
 
 def test_without_a_known_default_partition_a_request_that_fits_none_is_refused():
     from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
-    from ansible_collections.bridge.hpc.plugins.module_utils.slurm import check_fits
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.fit import check_fits
 
     client = client_replaying("v0.0.42", "partitions", "nodes")[0]
     partitions, nodes = client.partitions(), client.nodes()

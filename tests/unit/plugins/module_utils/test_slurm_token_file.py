@@ -11,7 +11,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFail
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_present, wait_for
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient, read_token_file, token_of
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient, read_token_file, token_of
 
 from fake_backend import FakeBackend
 from token_slurm import NEW, OLD, TokenSlurm, token_file

@@ -3,7 +3,7 @@
 import pytest
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 from ansible_collections.bridge.hpc.plugins.modules import job, jobs, slurm_cluster_info, slurm_job, slurm_job_info
 
 from fake_backend import FakeBackend

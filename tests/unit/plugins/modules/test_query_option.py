@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from ansible_collections.bridge.hpc.plugins.module_utils import _module
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm import SlurmClient
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.modules import job_info, slurm_cluster_info, slurm_job_info
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from ansible.module_utils import basic
 
-from ansible_collections.bridge.hpc.plugins.module_utils import slurm as slurm_utils
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm import client as slurm_client
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
 from ansible_collections.bridge.hpc.plugins.modules import job, slurm_job, slurm_job_info
 
@@ -31,7 +31,7 @@ def slurm(monkeypatch):
         http = httpx.Client(base_url=url, transport=httpx.MockTransport(fake.handler))
         return Transport(url, manager, http_client=http, sleep=lambda s: None)
 
-    monkeypatch.setattr(slurm_utils, "Transport", transport)
+    monkeypatch.setattr(slurm_client, "Transport", transport)
     for variable in ("SLURM_URL", "SLURM_USER", "SLURM_JWT", "SLURM_JWT_FILE"):
         monkeypatch.delenv(variable, raising=False)
     return fake

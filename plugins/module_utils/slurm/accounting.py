@@ -2,7 +2,7 @@
 # Copyright: Bridge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Slurm accounting (slurmdbd through slurmrestd's /slurmdb paths): jobs as Bridge's normalized
-job, whatever the REST version. Internal to this collection.
+job, whatever the REST version.
 
 Accounting keeps a job after slurmctld forgets it (MinJobAge), so it answers "which job carries
 this identity" for any age, and it is the history (elapsed, CPU time, max RSS) users read with

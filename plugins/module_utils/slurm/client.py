@@ -4,9 +4,9 @@
 """Slurm REST (slurmrestd) client for Bridge.
 
 Speaks every REST version in use (v0.0.36 ... v0.0.45), discovers which one the server offers and
-normalizes jobs, partitions and nodes into one shape. All of slurmrestd's quirks live here:
-errors[]/warnings[] arrays, wait-status exit codes (v0.0.38), {set, infinite, number} numbers and
-list-valued states (v0.0.40+), and HTTP statuses that moved between releases.
+normalizes jobs, partitions and nodes into one shape. All of slurmrestd's quirks live in this
+package: errors[]/warnings[] arrays, wait-status exit codes (v0.0.38), {set, infinite, number}
+numbers and list-valued states (v0.0.40+), and HTTP statuses that moved between releases.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,14 +17,11 @@ import re
 import time
 
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
-    TERMINAL_PHASES,
+    REFUSE,
     Backend,
     ShapeError,
-    decode,
     items,
-    json_of,
     newest_by_identity,
-    rfc3339,
     select,
     status_phrase,
     with_launcher,
@@ -38,21 +35,19 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     Rejected,
     SpecError,
     Timeout,
-    error_for_status,
-)
-from ansible_collections.bridge.hpc.plugins.module_utils._slurmdb import (
-    EXIT_CODE_UNRELIABLE,
-    LOOKUP_WINDOW_DAYS,
-    accounting_fields,
-    job_comment,
-    live_shape,
-    query,
-)
-from ansible_collections.bridge.hpc.plugins.module_utils._spec import (
-    effective_environment,
-    format_minutes,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import IDEMPOTENT_METHODS, Transport
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.accounting import LOOKUP_WINDOW_DAYS, job_comment, query
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.compile import LEGACY_VERSIONS, SRUN_OPTIONS, compile_job
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.fit import check_fits, normalize_node, normalize_partition
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import (
+    at_path,
+    ended_of,
+    normalize_accounting_job,
+    normalize_job,
+    text,
+)
+
 
 MANAGER = "Slurm"
 # Newest first: discovery takes the first one the server answers.
@@ -61,60 +56,6 @@ KNOWN_VERSIONS = (
     "v0.0.40", "v0.0.39", "v0.0.38", "v0.0.37", "v0.0.36",
 )
 VERSION_CHOICES = list(KNOWN_VERSIONS)
-LEGACY_VERSIONS = ("v0.0.36", "v0.0.37", "v0.0.38")
-TAG_PREFIX = "bridge:"
-
-BASE_STATES = (
-    "PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
-    "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY",
-)
-PHASE_BY_STATE = {
-    "PENDING": "queued",
-    "REQUEUED": "queued",
-    "REQUEUE_HOLD": "queued",
-    "REQUEUE_FED": "queued",
-    "RESV_DEL_HOLD": "queued",
-    "RUNNING": "running",
-    "CONFIGURING": "running",
-    "SUSPENDED": "running",
-    "RESIZING": "running",
-    "SIGNALING": "running",
-    "STAGE_OUT": "running",
-    "COMPLETED": "completed",
-    "CANCELLED": "cancelled",
-    "FAILED": "failed",
-    "TIMEOUT": "failed",
-    "DEADLINE": "failed",
-    "NODE_FAIL": "failed",
-    "BOOT_FAIL": "failed",
-    "OUT_OF_MEMORY": "failed",
-    "PREEMPTED": "failed",
-    "SPECIAL_EXIT": "failed",
-    "REVOKED": "cancelled",
-}
-FAILURE_CLASS_BY_STATE = {
-    "TIMEOUT": "timeout",
-    "DEADLINE": "timeout",
-    "OUT_OF_MEMORY": "out_of_memory",
-    "NODE_FAIL": "node_failure",
-    "BOOT_FAIL": "node_failure",
-    "CANCELLED": "cancelled",
-    "REVOKED": "cancelled",
-    "PREEMPTED": "preempted",
-    "FAILED": "non_zero_exit",
-    "SPECIAL_EXIT": "non_zero_exit",
-}
-# Pending reasons after which Slurm will never start the job by itself: the request does not fit
-# the partition, account or QOS. Slurm accepts such jobs (HTTP 200) and lets them pend forever.
-HOPELESS_REASONS = frozenset([
-    "PartitionTimeLimit", "PartitionNodeLimit", "PartitionConfig", "BadConstraints",
-    "ReqNodeNotAvail", "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSNotAllowed",
-    "PartitionDown", "PartitionInactive", "NodeDown", "InvalidDependency",
-    "DependencyNeverSatisfied", "QOSMaxWallDurationPerJobLimit", "AssocMaxWallDurationPerJobLimit",
-    "QOSMaxNodePerJobLimit", "QOSMaxCpuPerJobLimit", "AssocMaxNodesPerJob",
-])
-# Slurm reports "no value" and "unlimited" as sentinels in the uint32 range before v0.0.39.
-NO_VAL = 0xFFFFFFFE
 INVALID_JOB_ID = 2017
 ALREADY_DONE = 2021
 ZERO_BYTES = 5005
@@ -133,280 +74,12 @@ NO_CHANGES = re.compile(r"^No job changes since")
 # accounting query that matched no job. None says anything about the request.
 HARMLESS_WARNING = re.compile(r"accounting storage is disabled|^slurmdb_jobs_get\(.*\) found nothing$|^Zero jobs to dump$",
                               re.IGNORECASE)
-NODE_UNUSABLE = ("DOWN", "DRAIN", "DRAINED", "DRAINING", "NOT_RESPONDING", "FUTURE", "FAIL", "UNKNOWN")
 TOKEN_HEADER = "X-SLURM-USER-TOKEN"
 USER_HEADER = "X-SLURM-USER-NAME"
 # `scontrol token` prints "SLURM_JWT=<jwt>"; a token file may hold that line as it is.
 JWT_ASSIGNMENT = re.compile(r"^SLURM_JWT=")
 # A JWT is a few hundred bytes; a file much larger than that is not a token file.
 TOKEN_FILE_LIMIT = 65536
-
-
-# ---------------------------------------------------------------- value decoding (pure)
-
-def number(value):
-    """An int from a plain number, a v0.0.39+ {set, infinite, number} struct or a sentinel.
-
-    None means not set or unlimited: Bridge treats both as "no limit".
-    """
-    if isinstance(value, dict):
-        if value.get("infinite") or not value.get("set", True):
-            return None
-        value = value.get("number")
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        if value.lower() in ("infinity", "unlimited", ""):
-            return None
-        try:
-            value = int(float(value))
-        except ValueError:
-            return None
-    # v0.0.38 says "unlimited" with -1 (maximum_nodes_per_job) and uint32 sentinels elsewhere.
-    if value >= NO_VAL or value < 0:
-        return None
-    return int(value)
-
-
-def epoch_time(epoch):
-    return rfc3339(number(epoch))
-
-
-def state_list(job_state):
-    if job_state is None:
-        return []
-    if isinstance(job_state, list) and all(isinstance(state, str) for state in job_state):
-        return [state.upper() for state in job_state]
-    if isinstance(job_state, str):
-        return [job_state.upper()]
-    raise ShapeError("a state must be a string or a list of strings, got %s" % type(job_state).__name__)
-
-
-def required_name(native, key="name"):
-    """The name of a job, partition or node: a string every answer has."""
-    value = native.get(key)
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
-        raise ShapeError("'%s' must be a non-empty string or number, got %s" % (key, type(value).__name__))
-    return str(value)
-
-
-def decode_exit(exit_code):
-    """(exit_code, signal) from any version's exit_code.
-
-    v0.0.38 sends the raw wait status (768 = exit 3, 15 = killed by signal 15); v0.0.39 the same
-    inside a struct; v0.0.40+ an object with status[], return_code and signal.
-    """
-    if exit_code is None:
-        return None, None
-    if isinstance(exit_code, dict) and ("status" in exit_code or "return_code" in exit_code):
-        status = exit_code.get("status") or []
-        if isinstance(status, str):
-            status = [status]
-        status = [s.upper() for s in status]
-        if "PENDING" in status or "INVALID" in status:
-            return None, None
-        signal = number((exit_code.get("signal") or {}).get("id"))
-        if "SIGNALED" in status or "CORE_DUMPED" in status:
-            return None, signal
-        return number(exit_code.get("return_code")), None
-    raw = number(exit_code)
-    if raw is None:
-        return None, None
-    if raw & 0x7F:
-        return None, raw & 0x7F
-    return (raw >> 8) & 0xFF, None
-
-
-def text(value):
-    if value is None:
-        return None
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value) or None
-    value = str(value)
-    return value if value and value != "None" else None
-
-
-def identity_of(comment):
-    comment = text(comment)
-    if comment and comment.startswith(TAG_PREFIX):
-        return comment[len(TAG_PREFIX):]
-    return None
-
-
-def normalize_job(native):
-    """One job of any REST version as Bridge's backend-neutral job dict."""
-    states = state_list(native.get("job_state"))
-    base = next((s for s in states if s in BASE_STATES), states[0] if states else "UNKNOWN")
-    flags = [s for s in states if s != base]
-    # v0.0.38/39 print a flag instead of the base state ("COMPLETING" while a finished or
-    # cancelled job winds down); it hides the outcome, so it counts as running until Slurm
-    # reports the base state.
-    phase = PHASE_BY_STATE.get(base)
-    exit_code, signal = decode_exit(native.get("exit_code"))
-    if phase is None:
-        phase = "queued" if base in ("UNKNOWN", "") else "running"
-    reason = text(native.get("state_reason"))
-    failure_class = FAILURE_CLASS_BY_STATE.get(base)
-    if phase == "failed" and failure_class is None:
-        failure_class = "non_zero_exit"
-    if phase == "queued" and reason in HOPELESS_REASONS:
-        failure_class = "rejected"
-    if phase == "completed":
-        failure_class = None
-    terminal = phase in TERMINAL_PHASES
-    return {
-        "job_id": required_name(native, "job_id"),
-        "name": text(native.get("name")),
-        "identity": identity_of(native.get("comment")),
-        "phase": phase,
-        "terminal": terminal,
-        "native_state": "+".join([base] + flags),
-        "reason": reason,
-        "exit_code": exit_code if terminal else None,
-        "signal": signal if terminal else None,
-        "failure_class": failure_class,
-        "submit_time": epoch_time(native.get("submit_time")),
-        "start_time": epoch_time(native.get("start_time")) if phase != "queued" else None,
-        "end_time": epoch_time(native.get("end_time")) if terminal else None,
-        "partition": text(native.get("partition")),
-        "nodes": text(native.get("nodes")),
-        "user": text(native.get("user_name")),
-        "time_limit_minutes": number(native.get("time_limit")),
-        "working_directory": text(native.get("current_working_directory")),
-        "stdout": text(native.get("standard_output")),
-        "stderr": text(native.get("standard_error")),
-        "native": native,
-    }
-
-
-def ended_of(recorded, identities):
-    """The ended jobs of accounting's `recorded` that carry one of `identities` (only an ended job's
-    record has its comment, where the identity is)."""
-    wanted = set(identities)
-    return [job for job in recorded if job["terminal"] and job["identity"] in wanted]
-
-
-def normalize_accounting_job(native, api_version):
-    """One job of Slurm's accounting (any REST version) in the shape of a live job, plus what only
-    accounting knows (account, elapsed_seconds, cpu_seconds, max_rss_bytes; source "accounting")."""
-    job = normalize_job(live_shape(native))
-    if api_version in EXIT_CODE_UNRELIABLE and job["native_state"].startswith("FAILED") and job["exit_code"] == 0:
-        # These versions' accounting reports exit 0 for any exit; FAILED says it was not 0.
-        job["exit_code"] = None
-    job.update(accounting_fields(native, number))
-    job["native"] = native
-    return job
-
-
-def _nested(obj, *path):
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
-def normalize_partition(native):
-    """A partition of any REST version: v0.0.38 flat keys or v0.0.39+ nested objects."""
-    nested = isinstance(native.get("nodes"), dict)
-    if nested:
-        max_time = _nested(native, "maximums", "time")
-        default_time = _nested(native, "defaults", "time")
-        state = state_list(_nested(native, "partition", "state"))
-        node_list = _nested(native, "nodes", "configured")
-        total_nodes = number(_nested(native, "nodes", "total"))
-        total_cpus = number(_nested(native, "cpus", "total"))
-        max_nodes = _nested(native, "maximums", "nodes")
-        min_nodes = _nested(native, "minimums", "nodes")
-        max_memory_per_node = _nested(native, "maximums", "partition_memory_per_node")
-        default_memory_per_cpu = _nested(native, "defaults", "partition_memory_per_cpu")
-        if default_memory_per_cpu is None:
-            default_memory_per_cpu = _nested(native, "defaults", "memory_per_cpu")
-        default = _partition_default_flag(native)
-        tres = _nested(native, "tres", "configured")
-    else:
-        max_time = native.get("max_time_limit")
-        default_time = native.get("default_time_limit")
-        state = state_list(native.get("state"))
-        node_list = native.get("nodes")
-        total_nodes = number(native.get("total_nodes"))
-        total_cpus = number(native.get("total_cpus"))
-        max_nodes = native.get("maximum_nodes_per_job")
-        min_nodes = native.get("min nodes per job", native.get("minimum_nodes_per_job"))
-        max_memory_per_node = native.get("maximum_memory_per_node")
-        default_memory_per_cpu = native.get("default_memory_per_cpu")
-        default = "default" in [str(f).lower() for f in native.get("flags") or []]
-        tres = native.get("tres")
-    max_time_minutes = number(max_time)
-    return {
-        "name": required_name(native),
-        "state": (state[0] if state else "UNKNOWN").upper(),
-        "default": default,
-        "nodes": text(node_list),
-        "total_nodes": total_nodes,
-        "total_cpus": total_cpus,
-        "max_time_minutes": max_time_minutes,
-        "max_time": format_minutes(max_time_minutes),
-        "default_time_minutes": number(default_time),
-        "default_time": format_minutes(number(default_time)) if number(default_time) else None,
-        "max_nodes_per_job": number(max_nodes),
-        "min_nodes_per_job": number(min_nodes),
-        "max_memory_per_node_mb": number(max_memory_per_node) or None,  # MaxMemPerNode=0 means UNLIMITED
-        "default_memory_per_cpu_mb": number(default_memory_per_cpu),
-        "tres": text(tres),
-        "native": native,
-    }
-
-
-def _partition_default_flag(native):
-    # The default flag shows up in v0.0.45 only (as partition.state or flags); earlier nested
-    # versions do not say, which normalize_partition reports as False.
-    flags = native.get("flags") or []
-    if isinstance(flags, list) and "DEFAULT" in [str(f).upper() for f in flags]:
-        return True
-    return "DEFAULT" in state_list(_nested(native, "partition", "state"))
-
-
-def normalize_node(native):
-    states = state_list(native.get("state"))
-    flags = state_list(native.get("state_flags"))
-    all_states = [s.upper() for s in states + flags]
-    features = native.get("features")
-    if isinstance(features, str):
-        features = [f for f in features.split(",") if f]
-    cpus = number(native.get("cpus"))
-    alloc_cpus = number(native.get("alloc_cpus")) or 0
-    real_memory = number(native.get("real_memory"))
-    alloc_memory = number(native.get("alloc_memory")) or 0
-    gres = text(native.get("gres"))
-    return {
-        "name": required_name(native),
-        "state": all_states[0].lower() if all_states else "unknown",
-        "states": [s.lower() for s in all_states],
-        "usable": not any(s in NODE_UNUSABLE for s in all_states),
-        "cpus": cpus,
-        "alloc_cpus": alloc_cpus,
-        "free_cpus": None if cpus is None else max(cpus - alloc_cpus, 0),
-        "memory_mb": real_memory,
-        "alloc_memory_mb": alloc_memory,
-        "free_memory_mb": None if real_memory is None else max(real_memory - alloc_memory, 0),
-        "gres": gres,
-        "gpus": gpu_count(gres),
-        "features": list(features or []),
-        "partitions": list(native.get("partitions") or []),
-        "reason": text(native.get("reason")),
-        "native": native,
-    }
-
-
-def gpu_count(gres):
-    """GPUs in a gres string such as 'gpu:a100:4(S:0-1),gpu:2'."""
-    total = 0
-    for item in (gres or "").split(","):
-        match = re.match(r"^gpu(?::[^:(]+)?:(\d+)", item.strip())
-        if match:
-            total += int(match.group(1))
-    return total
 
 
 def token_of(text):
@@ -436,161 +109,6 @@ def read_token_file(path):
         raise SpecError("token_file", "'%s' holds no token: expected a JWT or the SLURM_JWT=... line of scontrol token"
                         % path)
     return token
-
-
-# ---------------------------------------------------------------- compiling the spec (pure)
-
-# srun options of $(LAUNCHER), each given when the spec sets its resource.
-SRUN_OPTIONS = (("-n %d", "tasks"), ("-N %d", "nodes"), ("--ntasks-per-node=%d", "tasks_per_node"),
-                ("-c %d", "cpus_per_task"))
-
-
-def gpu_request(spec, legacy):
-    resources = spec["resources"]
-    if not resources["gpus"]:
-        return None
-    kind = "gpu:%s" % resources["gpu_type"] if resources["gpu_type"] else "gpu"
-    if legacy:
-        return "%s:%d" % (kind, resources["gpus"])
-    return "gres/%s:%d" % (kind, resources["gpus"])
-
-
-def compile_submit(spec, api_version):
-    """The submit body for one REST version; it is what modules return as `rendered`."""
-    legacy = api_version in LEGACY_VERSIONS
-    resources = spec["resources"]
-    environment = effective_environment(spec)
-    job = {
-        "name": spec["name"],
-        "comment": TAG_PREFIX + spec["identity"],
-        "current_working_directory": spec["working_directory"] or "/tmp",
-        "standard_output": spec["stdout"],
-        "standard_error": spec["stderr"],
-        "partition": spec["queue"],
-        "account": spec["account"],
-        "qos": spec["qos"],
-        "constraints": spec["constraints"],
-        "tasks": resources["tasks"],
-        "tasks_per_node": resources["tasks_per_node"],
-        "cpus_per_task": resources["cpus_per_task"],
-    }
-    if legacy:
-        job.update({
-            "environment": environment,
-            "nodes": resources["nodes"],
-            "memory_per_node": resources["memory_mb"],
-            "memory_per_cpu": resources["memory_per_cpu_mb"],
-            "time_limit": resources["time_limit_minutes"],
-            "gpus_per_node": gpu_request(spec, True),
-        })
-    else:
-        job.update({
-            "script": spec["script"],
-            "environment": ["%s=%s" % item for item in sorted(environment.items())],
-            "nodes": None if resources["nodes"] is None else str(resources["nodes"]),
-            "memory_per_node": _nv(resources["memory_mb"]),
-            "memory_per_cpu": _nv(resources["memory_per_cpu_mb"]),
-            "time_limit": _nv(resources["time_limit_minutes"]),
-            "tres_per_node": gpu_request(spec, False),
-        })
-    overrides = spec["backend_options"].get("slurm") or {}
-    for reserved in ("comment", "script"):
-        if reserved in overrides:
-            raise SpecError(
-                "backend_options.slurm.%s" % reserved,
-                "is set by Bridge (the identity tag and the script); it cannot be overridden",
-            )
-    job.update(overrides)
-    job = dict((k, v) for k, v in job.items() if v is not None)
-    if legacy:
-        return {"script": spec["script"], "job": job}
-    return {"job": job}
-
-
-def _nv(value):
-    if value is None:
-        return None
-    return {"set": True, "infinite": False, "number": value}
-
-
-def check_fits(spec, partitions, nodes):
-    """Refuse, before submitting, a job Slurm would accept but never start on these partitions.
-
-    Raises SpecError naming the field and what the cluster offers.
-    """
-    if not partitions:
-        return
-    by_name = dict((p["name"], p) for p in partitions)
-    names = ", ".join(sorted(by_name))
-    requested = spec["queue"]
-    if requested:
-        # Slurm accepts a comma list and runs the job in the first partition that fits.
-        wanted = [name.strip() for name in requested.split(",") if name.strip()]
-        unknown = [name for name in wanted if name not in by_name]
-        if unknown:
-            raise SpecError("queue", "'%s' is not a partition of this cluster; existing partitions: %s" % (
-                ",".join(unknown), names))
-        candidates = [by_name[name] for name in wanted]
-    else:
-        # v0.0.40-v0.0.44 do not say which partition is the default; a request that fits none
-        # of them cannot fit the default either.
-        candidates = [p for p in partitions if p["default"]] or partitions
-    problems = []
-    for partition in candidates:
-        problem = _partition_misfit(spec, partition, nodes)
-        if problem is None:
-            return
-        problems.append(problem)
-    field, reason = problems[0]
-    raise SpecError(field, reason)
-
-
-def _partition_misfit(spec, partition, nodes):
-    resources = spec["resources"]
-    name = partition["name"]
-    limit = resources["time_limit_minutes"]
-    if limit and partition["max_time_minutes"] and limit > partition["max_time_minutes"]:
-        return ("resources.time_limit", "%d minutes exceeds the maximum of partition '%s': %d minutes (%s)" % (
-            limit, name, partition["max_time_minutes"], partition["max_time"]))
-    wanted_nodes = resources["nodes"] or 1
-    member_nodes = [n for n in nodes if name in n["partitions"]]
-    max_nodes = partition["max_nodes_per_job"]
-    if max_nodes is None:
-        max_nodes = partition["total_nodes"]
-    if max_nodes and wanted_nodes > max_nodes:
-        return ("resources.nodes", "%d nodes exceed what partition '%s' allows per job: %d" % (
-            wanted_nodes, name, max_nodes))
-    if not member_nodes:
-        return None
-    biggest_memory = max(n["memory_mb"] or 0 for n in member_nodes)
-    biggest_cpus = max(n["cpus"] or 0 for n in member_nodes)
-    per_node_tasks = resources["tasks_per_node"] or (
-        -(-(resources["tasks"] or 1) // wanted_nodes))
-    cpus_per_node = per_node_tasks * (resources["cpus_per_task"] or 1)
-    if biggest_cpus and cpus_per_node > biggest_cpus:
-        return ("resources.cpus_per_task", "%d CPUs per node requested (tasks x cpus_per_task) but the largest node of partition '%s' has %d" % (
-            cpus_per_node, name, biggest_cpus))
-    memory = resources["memory_mb"]
-    if resources["memory_per_cpu_mb"]:
-        memory = resources["memory_per_cpu_mb"] * cpus_per_node
-    if memory and biggest_memory and memory > biggest_memory:
-        return ("resources.memory", "%d MiB per node requested but the largest node of partition '%s' has %d MiB" % (
-            memory, name, biggest_memory))
-    if resources["gpus"]:
-        most_gpus = max(n["gpus"] for n in member_nodes)
-        if resources["gpus"] > most_gpus:
-            return ("resources.gpus", "%d GPUs per node requested but the nodes of partition '%s' have at most %d" % (
-                resources["gpus"], name, most_gpus))
-    if spec["constraints"]:
-        features = set()
-        for node in member_nodes:
-            features.update(node["features"])
-        plain = re.split(r"[&|,\[\]()*!]", spec["constraints"])
-        missing = sorted(f for f in (p.strip() for p in plain) if f and f not in features and not f.isdigit())
-        if missing:
-            return ("constraints", "feature(s) %s not offered by partition '%s'; its features: %s" % (
-                ", ".join(missing), name, ", ".join(sorted(features)) or "none"))
-    return None
 
 
 # ---------------------------------------------------------------- the client
@@ -676,9 +194,10 @@ class SlurmClient(Backend):
         raise AuthFailed("%s; %s" % (refused.reason, note), refused.verb, refused.obj, refused.ident, refused.manager,
                          refused.url, refused.status)
 
-    def _exchange(self, method, path, verb, obj, ident=None, json=None, params=None, idempotent=None, created_key=None,
-                  unserved=False):
-        """The checked body of one request (None for a 304; with `unserved`, False for a 404).
+    def exchange(self, method, path, endpoint, verb, obj, ident, missing=REFUSE, idempotent=None, created_key=None,
+                 **request):
+        """The checked body of one request (None for a 304; `missing` for a 404 where it is given);
+        `created_key` as in _check.
 
         A refused token is read again from token_file, and an idempotent request is sent once more
         when the file holds another token now. A submit is not: submit() looks its identity up first.
@@ -687,10 +206,9 @@ class SlurmClient(Backend):
             idempotent = method.upper() in IDEMPOTENT_METHODS
         rotated = False
         while True:
-            response = self.transport.request(method, path, params=params, json=json, idempotent=idempotent,
-                                              verb=verb, obj=obj, ident=ident)
-            if unserved and response.status_code == 404:
-                return False
+            response = self.send(method, path, verb, obj, ident, idempotent=idempotent, **request)
+            if missing is not REFUSE and response.status_code == 404:
+                return missing
             try:
                 return self._check(response, verb, obj, ident, created_key)
             except AuthFailed as exc:
@@ -710,8 +228,8 @@ class SlurmClient(Backend):
         if self._api_version is None:
             served = self.served_versions(stop_at_first=True)
             if not served:
-                raise NotFound("slurmrestd serves none of the REST versions Bridge knows (%s)" % ", ".join(KNOWN_VERSIONS),
-                               "discover", "REST API", None, MANAGER, self.url)
+                raise self.error(NotFound, "slurmrestd serves none of the REST versions Bridge knows (%s)" % ", ".join(
+                    KNOWN_VERSIONS), "discover", "REST API")
             self._api_version = served[0]
         return self._api_version
 
@@ -724,10 +242,8 @@ class SlurmClient(Backend):
         served = []
         for version in KNOWN_VERSIONS:
             path = "/slurm/%s/ping/" % version
-            body = self._exchange("GET", path, "discover", "REST API", version, unserved=True)
-            if body is False:
+            if self.call("GET", path, "discover", "REST API", version, parse=_pings, missing=False) is False:
                 continue
-            decode(_pings, body, "GET " + path, MANAGER, self.url, "discover", "REST API", version)
             served.append(version)
             if stop_at_first:
                 break
@@ -738,18 +254,8 @@ class SlurmClient(Backend):
         return self.api_version in LEGACY_VERSIONS
 
     def _path(self, suffix, store="slurm"):
+        """The path of slurmctld's `suffix` (store="slurmdb": accounting's) in the REST version in use."""
         return "/%s/%s/%s" % (store, self.api_version, suffix)
-
-    def _call(self, method, suffix, verb, obj, ident=None, json=None, params=None, idempotent=None, created_key=None,
-              parse=None, store="slurm"):
-        """One request to slurmctld's paths (or with store="slurmdb" accounting's); `parse(body)` of
-        its answer, where a body of another shape is MalformedResponse."""
-        path = self._path(suffix, store)
-        body = self._exchange(method, path, verb, obj, ident, json=json, params=params, idempotent=idempotent,
-                              created_key=created_key)
-        if parse is None:
-            return body
-        return decode(parse, body, "%s %s" % (method, path), MANAGER, self.url, verb, obj, ident)
 
     def _check(self, response, verb, obj, ident, created_key=None):
         """The body of a successful response; a typed error for Slurm's errors[] or an HTTP error.
@@ -763,7 +269,7 @@ class SlurmClient(Backend):
             return None
         endpoint = _endpoint(response)
         if status < 400:
-            body = json_of(response, endpoint, MANAGER, self.url, verb, obj, ident)
+            body = self.answer(response, endpoint, verb, obj, ident)
         else:
             # Only Slurm's own errors[] are shown: a body of another kind (slurmrestd's text/plain
             # 401 too) may be any page of the server a URL points at, so its status stands for it.
@@ -773,12 +279,12 @@ class SlurmClient(Backend):
                 body = {}
         if not isinstance(body, dict):
             if status < 400:
-                raise MalformedResponse("%s answered a JSON %s, not an object; is %s slurmrestd?" % (
-                    endpoint, type(body).__name__, self.url), verb, obj, ident, MANAGER, self.url, status)
+                raise self.error(MalformedResponse, "%s answered a JSON %s, not an object; is %s slurmrestd?" % (
+                    endpoint, type(body).__name__, self.url), verb, obj, ident, status)
             body = {}
-        warnings, errors = decode(_notes, body, endpoint, MANAGER, self.url, verb, obj, ident)
+        warnings, errors = self.decoded(_notes, body, endpoint, verb, obj, ident)
         # 24.11 names the cluster only in meta (its partitions and nodes carry "").
-        cluster = _nested(body, "meta", "slurm", "cluster")
+        cluster = at_path(body, "meta", "slurm", "cluster")
         self.cluster = cluster if isinstance(cluster, str) and cluster else self.cluster
         for warning in warnings:
             note = self.transport.scrub(_error_text(warning))
@@ -796,28 +302,28 @@ class SlurmClient(Backend):
         numbers = [_error_number(e) for e in errors]
         lowered = reason.lower()
         if status in (401, 511) or "authentication" in lowered or "jwt" in lowered or "token" in lowered:
-            raise AuthFailed("authentication failed: the user or token was refused (%s)" % reason,
-                             verb, obj, ident, MANAGER, self.url, status)
+            raise self.error(AuthFailed, "authentication failed: the user or token was refused (%s)" % reason,
+                             verb, obj, ident, status)
         if status == 500 and errors and self._api_version in LEGACY_VERSIONS + (None,) and (
                 all(n == -1 for n in numbers) or ZERO_BYTES in numbers):
             # Slurm 22.05 answers a bad or expired token with a bare 500: "Unspecified error" (-1)
             # on reads, "Zero Bytes were transmitted or received" (5005) on submit; only
             # slurmctld's log says "jwt_decode failure".
-            raise AuthFailed("authentication failed: slurmctld dropped the request without a reason, which is how "
+            raise self.error(AuthFailed, "authentication failed: slurmctld dropped the request without a reason, which is how "
                              "Slurm 22.05 answers a bad or expired token (%s)" % reason,
-                             verb, obj, ident, MANAGER, self.url, status)
+                             verb, obj, ident, status)
         if INVALID_JOB_ID in numbers or (status == 404 and obj == "job"):
-            raise NotFound(reason, verb, obj, ident, MANAGER, self.url, status)
+            raise self.error(NotFound, reason, verb, obj, ident, status)
         if status >= 500 and any(n for n in numbers if n and n > 0):
-            raise Rejected(reason, verb, obj, ident, MANAGER, self.url, status)
+            raise self.error(Rejected, reason, verb, obj, ident, status)
         if status < 400:
-            raise Rejected(reason, verb, obj, ident, MANAGER, self.url, status)
-        raise error_for_status(status)(reason, verb, obj, ident, MANAGER, self.url, status)
+            raise self.error(Rejected, reason, verb, obj, ident, status)
+        raise self.status_error(status, reason, verb, obj, ident)
 
     # -- domain verbs
 
     def ping(self):
-        pings, release = self._call("GET", "ping/", "ping", "controller", parse=lambda body: (_pings(body), _release(body)))
+        pings, release = self.call("GET", self._path("ping/"), "ping", "controller", parse=lambda body: (_pings(body), _release(body)))
         up = [p for p in pings if str(p.get("ping") or p.get("pinged") or "").upper() == "UP" or p.get("responding") is True]
         return {
             "api_version": self.api_version,
@@ -838,7 +344,7 @@ class SlurmClient(Backend):
         return " ".join(["srun"] + [option % resources[key] for option, key in SRUN_OPTIONS if resources[key]])
 
     def render(self, spec):
-        return compile_submit(with_launcher(self, spec), self.api_version)
+        return compile_job(with_launcher(self, spec), self.api_version)
 
     def submit(self, spec):
         """Submit once; never retried blindly. If no answer arrives, look the identity up before
@@ -848,7 +354,7 @@ class SlurmClient(Backend):
         try:
             job_id = self._post_submit(spec, body)
         except (ConnectionFailed, Timeout) as exc:
-            return self._found_after_lost_submit(spec, exc)
+            return self.found_after_lost_submit(spec, exc)
         except AuthFailed as exc:
             self._rotated(exc)
             existing = self.find(spec["identity"])
@@ -857,25 +363,16 @@ class SlurmClient(Backend):
             try:
                 job_id = self._post_submit(spec, body)
             except (ConnectionFailed, Timeout) as lost:
-                return self._found_after_lost_submit(spec, lost)
+                return self.found_after_lost_submit(spec, lost)
             except AuthFailed as again:
                 raise self._refused_again(again)
         if not job_id:
-            raise MalformedResponse("slurmrestd answered without a job id", "submit", "job", spec["name"], MANAGER, self.url)
+            raise self.error(MalformedResponse, "slurmrestd answered without a job id", "submit", "job", spec["name"])
         return job_id
 
     def _post_submit(self, spec, body):
-        return self._call("POST", "job/submit", "submit", "job", spec["name"], json=body, idempotent=False,
-                          created_key="job_id", parse=_submitted_id)
-
-    def _found_after_lost_submit(self, spec, exc):
-        """The id of the job a submit without an answer created, or `exc` saying none exists."""
-        existing = self.find(spec["identity"])
-        if existing is not None:
-            return existing["job_id"]
-        raise type(exc)(exc.reason + "; the submission may not have reached Slurm and was not retried "
-                        "(no job with identity '%s' exists now)" % spec["identity"],
-                        exc.verb, exc.obj, exc.ident, exc.manager, exc.url, exc.status)
+        return self.call("POST", self._path("job/submit"), "submit", "job", spec["name"], json=body, idempotent=False,
+                         created_key="job_id", parse=_submitted_id)
 
     def get(self, job_id):
         """One job by id: slurmctld's, or accounting's once slurmctld has forgotten it (MinJobAge)."""
@@ -890,9 +387,9 @@ class SlurmClient(Backend):
                 raise forgotten
 
     def _live_job(self, job_id):
-        jobs = self._call("GET", "job/%s" % job_id, "get", "job", job_id, parse=_jobs)
+        jobs = self.call("GET", self._path("job/%s" % job_id), "get", "job", job_id, parse=_jobs)
         if not jobs:
-            raise NotFound("no such job", "get", "job", job_id, MANAGER, self.url)
+            raise self.error(NotFound, "no such job", "get", "job", job_id)
         return jobs[0]
 
     def list(self, identities=None, name=None, phases=None, update_time=None):
@@ -904,11 +401,11 @@ class SlurmClient(Backend):
         """
         params = {"update_time": int(update_time)} if update_time else None
         try:
-            body = self._call("GET", "jobs/", "list", "jobs", params=params)
+            body = self.call("GET", self._path("jobs/"), "list", "jobs", params=params)
         except Rejected:
             if params is None:
                 raise
-            body = self._call("GET", "jobs/", "list", "jobs")
+            body = self.call("GET", self._path("jobs/"), "list", "jobs")
         if body is None:
             return None
         unchanged = [w for w in self.warnings if NO_CHANGES.match(w)]
@@ -916,7 +413,7 @@ class SlurmClient(Backend):
             self.warnings = [w for w in self.warnings if not NO_CHANGES.match(w)]
             if params is not None and not body.get("jobs"):
                 return None
-        jobs = decode(_jobs, body, "GET " + self._path("jobs/"), MANAGER, self.url, "list", "jobs")
+        jobs = self.decoded(_jobs, body, "GET " + self._path("jobs/"), "list", "jobs")
         return select(jobs, identities, name, phases)
 
     def find_many(self, identities, names=None):
@@ -1035,19 +532,19 @@ class SlurmClient(Backend):
             users = None
         params = query(start=start, end=end, submitted_after=submitted_after, names=names, users=users,
                        accounts=accounts, partitions=partitions, now=now, steps=steps)
-        jobs = self._call("GET", "jobs/", "list", "accounting jobs", params=params, store="slurmdb",
-                          parse=self._accounting_jobs)
+        jobs = self.call("GET", self._path("jobs/", "slurmdb"), "list", "accounting jobs", params=params,
+                         parse=self._accounting_jobs)
         self._accounting = True
         return jobs
 
     def recorded_job(self, job_id):
         """One job from accounting by id, of any age; NotFound when accounting has none."""
-        jobs = self._call("GET", "job/%s" % job_id, "get", "job", job_id, store="slurmdb", parse=self._accounting_jobs)
+        jobs = self.call("GET", self._path("job/%s" % job_id, "slurmdb"), "get", "job", job_id, parse=self._accounting_jobs)
         self._accounting = True
         # A requeued job is there once per run; the last is the current one.
         jobs = [job for job in jobs if job["job_id"] == str(job_id)]
         if not jobs:
-            raise NotFound("Slurm accounting has no job %s" % job_id, "get", "job", job_id, MANAGER, self.url)
+            raise self.error(NotFound, "Slurm accounting has no job %s" % job_id, "get", "job", job_id)
         return jobs[-1]
 
     def _accounting_jobs(self, body):
@@ -1060,23 +557,23 @@ class SlurmClient(Backend):
             # signal another user's job over REST, so that request is never sent.
             owner = self.get(job_id)["user"]
             if owner and owner != self.user:
-                raise Rejected("the job belongs to '%s', not '%s'; Slurm refuses to cancel another user's job "
-                               "(and some slurmctld releases hang on that request), so Bridge did not send it" % (
-                                   owner, self.user), "cancel", "job", job_id, MANAGER, self.url)
+                raise self.error(Rejected, "the job belongs to '%s', not '%s'; Slurm refuses to cancel another user's "
+                                 "job (and some slurmctld releases hang on that request), so Bridge did not send it" % (
+                                     owner, self.user), "cancel", "job", job_id)
         params = {"signal": signal} if signal else None
-        refusals = self._call("DELETE", "job/%s" % job_id, "cancel", "job", job_id, params=params, parse=_refusals)
+        refusals = self.call("DELETE", self._path("job/%s" % job_id), "cancel", "job", job_id, params=params, parse=_refusals)
         # v0.0.42+ report per-job failures inside status[] with HTTP 200.
         for code, message in refusals:
             if code == INVALID_JOB_ID:
-                raise NotFound(message or "no such job", "cancel", "job", job_id, MANAGER, self.url)
-            raise Rejected(message or "signal refused", "cancel", "job", job_id, MANAGER, self.url)
+                raise self.error(NotFound, message or "no such job", "cancel", "job", job_id)
+            raise self.error(Rejected, message or "signal refused", "cancel", "job", job_id)
 
     def partitions(self):
-        return self._call("GET", "partitions/", "list", "partitions",
-                          parse=lambda body: [normalize_partition(p) for p in items(body, "partitions", required=True)])
+        return self.call("GET", self._path("partitions/"), "list", "partitions",
+                         parse=lambda body: [normalize_partition(p) for p in items(body, "partitions", required=True)])
 
     def nodes(self):
-        return self._call("GET", "nodes/", "list", "nodes", parse=lambda body: [normalize_node(n) for n in items(body, "nodes", required=True)])
+        return self.call("GET", self._path("nodes/"), "list", "nodes", parse=lambda body: [normalize_node(n) for n in items(body, "nodes", required=True)])
 
     def inventory(self):
         return {"partitions": self.partitions(), "nodes": self.nodes(), "api_version": self.api_version,
