@@ -19,7 +19,8 @@ from common import SubmitBench
 import httpx  # noqa: E402
 
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec  # noqa: E402
-from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient, compile_submit  # noqa: E402
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient  # noqa: E402
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.compile import compile_job  # noqa: E402
 
 SCRIPT = "#!/bin/bash\ntrue\n"
 PLAYBOOK = """
@@ -49,7 +50,7 @@ def main():
     raw_http = httpx.Client(base_url=url, timeout=30)
 
     def raw(identity):
-        return raw_http.post("/api/jobs/", json=compile_submit(spec_for(identity))).json()["submission_id"]
+        return raw_http.post("/api/jobs/", json=compile_job(spec_for(identity))).json()["submission_id"]
 
     # The head's first job start is several times slower than the rest; keep it out of the timing.
     bench.submitted.append(raw("bench-%s-warmup" % bench.run))

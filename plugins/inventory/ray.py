@@ -164,7 +164,7 @@ keyed_groups:
 
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
-from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
 from ansible_collections.bridge.hpc.plugins.plugin_utils._inventory import InventorySource, without_native
 
 NODE_GROUP = "ray_nodes"

@@ -15,7 +15,7 @@ __metaclass__ = type
 from ansible_collections.bridge.hpc.plugins.module_utils.k8s import K8sClient
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf import LsfClient
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient
-from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
 BACKENDS = dict((backend.NAME, backend) for backend in (SlurmClient, RayClient, LsfClient, QuantumClient, K8sClient))

@@ -161,7 +161,7 @@ def condition(obj, kind):
 
 def ray_client(ray):
     sys.path.insert(0, COLLECTIONS)
-    from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient
+    from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
 
     return RayClient(ray["RAY_URL"], token=ray.get("RAY_TOKEN") or None)
 

@@ -273,7 +273,7 @@ def test_templates_in_every_ray_field_reach_ray_unchanged_and_are_never_rendered
     assert phase(done) == "Completed", done.get("status")
     assert done["status"]["result"] == query_template("resultQuery")[1:-1]
     sys.path.insert(0, COLLECTIONS)
-    from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient
+    from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
 
     client = RayClient(ray["RAY_URL"], token=ray.get("RAY_TOKEN") or None)
     job = client.get(done["status"]["jobId"])

@@ -21,7 +21,8 @@ from ansible.template import is_trusted_as_template
 from ansible_collections.bridge.hpc.plugins.inventory import ray as plugin_module
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import ServerError
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
-from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient, normalize_node
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.fit import normalize_node
 from ansible_collections.bridge.hpc.tests.unit.plugins.inventory.harness import (
     InventoryPluginContract,
     PluginRunner,

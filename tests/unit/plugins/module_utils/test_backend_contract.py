@@ -22,7 +22,8 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from ansible_collections.bridge.hpc.plugins.module_utils import k8s, lsf, quantum, ray
+from ansible_collections.bridge.hpc.plugins.module_utils import k8s, lsf, quantum
+from ansible_collections.bridge.hpc.plugins.module_utils.ray import states as ray_states
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm import states as slurm_states
 
 from fake_backend import FakeBackend
@@ -55,7 +56,7 @@ def fake_jobs():
 SAMPLES = {
     "slurm": lambda: [job for version in ("v0.0.38", "v0.0.40", "v0.0.42", "v0.0.45")
                       for job in recorded_jobs("slurm", version, slurm_states.normalize_job, key="jobs")],
-    "ray": lambda: recorded_jobs("ray", "2.60.0", ray.normalize_job),
+    "ray": lambda: recorded_jobs("ray", "2.60.0", ray_states.normalize_job),
     # From the PAC simulator (tests/simulators/lsf_pac.py), not a real Application Center.
     "lsf": lambda: [lsf.normalize_job(native) for body in recorded_jobs("lsf", "simulator", lambda body: body)
                     for native in lsf.records(body, "job", "jobs")],

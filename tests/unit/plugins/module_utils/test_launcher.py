@@ -13,7 +13,8 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecErro
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf import SCRIPT_FILE, LsfClient
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient
-from ansible_collections.bridge.hpc.plugins.module_utils.ray import SCRIPT_NAME, RayClient, package
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.compile import SCRIPT_NAME, package
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
 from recorded import recorded, replaying_transport

@@ -6,14 +6,9 @@ import pytest
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from ansible_collections.bridge.hpc.plugins.module_utils.ray import (
-    camel_case,
-    check_fits,
-    compile_submit,
-    interpreter,
-    normalize_job,
-    package,
-)
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.compile import compile_job, package
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.fit import camel_case, check_fits
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.states import normalize_job
 
 SCRIPT = "#!/usr/bin/env python3\nprint('hi \\u00fc $HOME')\n"
 
@@ -25,7 +20,7 @@ def spec(**params):
 
 
 def test_script_becomes_a_reproducible_package_run_by_its_interpreter():
-    request = compile_submit(spec(environment={"A": "1"}))
+    request = compile_job(spec(environment={"A": "1"}))
     content, uri = package(SCRIPT)
     assert request["runtime_env"]["working_dir"] == uri == package(SCRIPT)[1]
     assert request["entrypoint"] == "/usr/bin/env python3 bridge_job"
@@ -36,14 +31,16 @@ def test_script_becomes_a_reproducible_package_run_by_its_interpreter():
         assert archive.read("bridge_job").decode("utf-8") == SCRIPT
 
 
-def test_interpreter_keeps_its_arguments():
-    assert interpreter("#!/bin/bash -eu\n") == ["/bin/bash", "-eu"]
-    with pytest.raises(SpecError):
-        interpreter("#!\n")
+def test_the_entrypoint_runs_the_interpreter_as_the_kernel_would():
+    assert compile_job(spec(script="#!/bin/bash -eu\ntrue\n"))["entrypoint"] == "/bin/bash -eu bridge_job"
+    # One optional argument, the rest of the line, as where the manager executes the script.
+    assert compile_job(spec(script="#!/bin/sh -e -u\ntrue\n"))["entrypoint"] == "/bin/sh '-e -u' bridge_job"
+    with pytest.raises(SpecError, match="names no interpreter"):
+        compile_job(spec(script="#!\ntrue\n"))
 
 
 def test_resources_reserve_the_driver_and_time_limit_wraps_the_entrypoint():
-    request = compile_submit(spec(resources={"cpus_per_task": 2, "gpus": 1, "memory": "1G", "time_limit": "00:01:30"}))
+    request = compile_job(spec(resources={"cpus_per_task": 2, "gpus": 1, "memory": "1G", "time_limit": "00:01:30"}))
     assert request["entrypoint_num_cpus"] == 2 and request["entrypoint_num_gpus"] == 1
     assert request["entrypoint_memory"] == 1024 ** 3
     assert request["entrypoint"].startswith("timeout --signal=TERM --kill-after=30 120s ")
@@ -53,7 +50,7 @@ def test_resources_reserve_the_driver_and_time_limit_wraps_the_entrypoint():
 
 
 def test_backend_options_merge_runtime_env_and_resources():
-    request = compile_submit(spec(backend_options={"ray": {
+    request = compile_job(spec(backend_options={"ray": {
         "runtime_env": {"pip": ["requests"], "env_vars": {"B": "2"}},
         "entrypoint_resources": {"bridge_test": 1}, "metadata": {"team": "ml"}}}, environment={"A": "1"}))
     assert request["runtime_env"]["pip"] == ["requests"]
@@ -75,7 +72,7 @@ def test_backend_options_merge_runtime_env_and_resources():
 ])
 def test_what_ray_cannot_do_is_refused_naming_the_field(params, field):
     with pytest.raises(SpecError) as err:
-        compile_submit(spec(**params))
+        compile_job(spec(**params))
     assert err.value.field == field
 
 

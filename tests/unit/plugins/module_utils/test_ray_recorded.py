@@ -4,7 +4,7 @@ import pytest
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import AlreadyExists, AuthFailed, NotFound, Rejected
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from ansible_collections.bridge.hpc.plugins.module_utils.ray import RayClient
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
 
 from recorded import recorded, replaying_transport
 
@@ -54,13 +54,13 @@ def test_reused_submission_id_returns_the_existing_job():
 def test_submit_errors_are_typed(case, version_answer, error):
     client = client_replaying(case, version_answer)[0]
     with pytest.raises(error):
-        client._call("POST", "/api/jobs/", "submit", "job", "x", json={}, idempotent=False)
+        client.call("POST", "/api/jobs/", "submit", "job", "x", json={}, idempotent=False)
 
 
 def test_duplicate_message_comes_from_inside_the_traceback():
     client = client_replaying("submit_duplicate", "version")[0]
     with pytest.raises(AlreadyExists) as err:
-        client._call("POST", "/api/jobs/", "submit", "job", "fixture-ok", json={}, idempotent=False)
+        client.call("POST", "/api/jobs/", "submit", "job", "fixture-ok", json={}, idempotent=False)
     assert "Job with submission_id fixture-ok already exists" in str(err.value)
 
 
