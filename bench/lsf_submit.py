@@ -27,13 +27,8 @@ from common import SubmitBench
 import httpx  # noqa: E402
 
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec  # noqa: E402
-from ansible_collections.bridge.hpc.plugins.module_utils.lsf import (  # noqa: E402
-    COOKIE,
-    QUOTE,
-    LsfClient,
-    compile_lsf,
-    multipart_body,
-)
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import COOKIE, QUOTE, LsfClient  # noqa: E402
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.compile import compile_job, multipart_body  # noqa: E402
 
 SCRIPT = "#!/bin/bash\ntrue\n"
 PLAYBOOK = """
@@ -64,7 +59,7 @@ def main():
     # PAC wants the token's double quotes as the literal #quote# in its cookie.
     cookie = "%s=%s" % (COOKIE, client.logon().replace('"', QUOTE))
     raw_http = httpx.Client(base_url=url, headers={"Accept": "application/json", "Cookie": cookie}, timeout=30)
-    bodies = [multipart_body(compile_lsf(spec_for(identity))) for identity in bench.identities("raw")]
+    bodies = [multipart_body(compile_job(spec_for(identity))) for identity in bench.identities("raw")]
 
     def raw(body):
         content_type, content = body

@@ -152,7 +152,7 @@ import re
 from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
-from ansible_collections.bridge.hpc.plugins.module_utils.lsf import LsfClient
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import LsfClient
 from ansible_collections.bridge.hpc.plugins.plugin_utils._inventory import InventorySource, without_native
 
 QUEUE_GROUP = "lsf_queues"

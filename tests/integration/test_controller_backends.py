@@ -168,7 +168,7 @@ def ray_client(ray):
 
 def lsf_client(lsf):
     sys.path.insert(0, COLLECTIONS)
-    from ansible_collections.bridge.hpc.plugins.module_utils.lsf import LsfClient
+    from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import LsfClient
 
     return LsfClient(lsf["LSF_PAC_URL"], user=lsf["LSF_USER"], password=lsf["LSF_PASSWORD"])
 

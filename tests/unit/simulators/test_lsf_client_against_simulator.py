@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.bridge.hpc.plugins.module_utils import _jobs
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed, SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from ansible_collections.bridge.hpc.plugins.module_utils.lsf import LsfClient
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import LsfClient
 
 from simulators.lsf_pac import parse_memory_limit
 

@@ -20,7 +20,8 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import is_trusted_as_template
 
 from ansible_collections.bridge.hpc.plugins.inventory import lsf as plugin_module
-from ansible_collections.bridge.hpc.plugins.module_utils.lsf import LsfClient, normalize_host, normalize_queue
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import LsfClient
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.fit import normalize_host, normalize_queue
 from ansible_collections.bridge.hpc.tests.unit.plugins.inventory.harness import (
     InventoryPluginContract,
     PluginRunner,

@@ -22,7 +22,9 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from ansible_collections.bridge.hpc.plugins.module_utils import k8s, lsf, quantum
+from ansible_collections.bridge.hpc.plugins.module_utils import k8s, quantum
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import records as lsf_records
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.states import normalize_job as lsf_normalize_job
 from ansible_collections.bridge.hpc.plugins.module_utils.ray import states as ray_states
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm import states as slurm_states
 
@@ -58,8 +60,8 @@ SAMPLES = {
                       for job in recorded_jobs("slurm", version, slurm_states.normalize_job, key="jobs")],
     "ray": lambda: recorded_jobs("ray", "2.60.0", ray_states.normalize_job),
     # From the PAC simulator (tests/simulators/lsf_pac.py), not a real Application Center.
-    "lsf": lambda: [lsf.normalize_job(native) for body in recorded_jobs("lsf", "simulator", lambda body: body)
-                    for native in lsf.records(body, "job", "jobs")],
+    "lsf": lambda: [lsf_normalize_job(native) for body in recorded_jobs("lsf", "simulator", lambda body: body)
+                    for native in lsf_records(body, "job", "jobs")],
     # HAND-WRITTEN from the fact sheets and qiskit-ibm-runtime's source, and recorded from the Qiskit
     # Runtime SIMULATOR (tests/simulators/quantum_runtime.py), not from IBM Quantum (fixtures/quantum/README.md).
     "quantum": lambda: [quantum.normalize_job(native) for source in ("handwritten", "simulator")

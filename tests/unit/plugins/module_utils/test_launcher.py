@@ -11,7 +11,8 @@ import pytest
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import LAUNCHER_TOKEN, with_launcher
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from ansible_collections.bridge.hpc.plugins.module_utils.lsf import SCRIPT_FILE, LsfClient
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import LsfClient
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.compile import SCRIPT_FILE
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.compile import SCRIPT_NAME, package

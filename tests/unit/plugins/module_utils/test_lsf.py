@@ -11,7 +11,6 @@ import re
 import httpx
 import pytest
 
-from ansible_collections.bridge.hpc.plugins.module_utils import lsf
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import CAPABILITY_DOCS, FAILURE_CLASSES, JOB_KEYS, PHASES, ShapeError
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
@@ -24,7 +23,10 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
-from ansible_collections.bridge.hpc.plugins.module_utils.lsf import LsfClient, compile_lsf, multipart_body, normalize_job
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import parse_answer, unwrap
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import LsfClient, _jobs, token_expiry
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.compile import bsub_options, compile_job, multipart_body
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.states import normalize_job, parse_time
 from fault_server import MODES, FaultServer
 from test_malformed_answers import VERBS, WRONG_SHAPE
 
@@ -58,7 +60,7 @@ def param(request, name):
 # ---------------------------------------------------------------- compile
 
 def test_every_field_compiles_to_its_bsub_option():
-    request = compile_lsf(spec(
+    request = compile_job(spec(
         name="sim", queue="normal", account="proj1", working_directory="/scratch/w", stdout="out.%J",
         stderr="err.%J", environment={"GREETING": "hello world", "N": 3},
         resources={"nodes": 2, "tasks_per_node": 4, "cpus_per_task": 2, "memory": "4G", "gpus": 2,
@@ -76,7 +78,7 @@ def test_every_field_compiles_to_its_bsub_option():
 
 
 def test_a_minimal_spec_asks_for_one_slot_and_tags_the_identity():
-    request = compile_lsf(spec())
+    request = compile_job(spec())
     assert extra(request) == "-Jd bridge:job-1 -env PATH=/usr/local/bin:/usr/bin:/bin"
     assert param(request, "JOB_NAME") == "job-1" and param(request, "OUTPUT_FILE") is None
 
@@ -93,7 +95,7 @@ def test_a_minimal_spec_asks_for_one_slot_and_tags_the_identity():
     ({"nodes": 3, "tasks_per_node": 2, "tasks": 6}, "6", "span[ptile=2]"),
 ])
 def test_tasks_nodes_and_cpus_are_slots_and_span(resources, n, span):
-    options = dict((o, v) for o, v, _f in lsf.compile_options(spec(resources=resources)))
+    options = dict((o, v) for o, v, _f in bsub_options(spec(resources=resources)))
     assert options["-n"] == n
     assert options.get("-R") == span
 
@@ -105,7 +107,7 @@ def test_tasks_nodes_and_cpus_are_slots_and_span(resources, n, span):
 ])
 def test_layouts_lsf_cannot_express_name_the_field(resources, field):
     with pytest.raises(SpecError) as err:
-        compile_lsf(spec(resources=resources))
+        compile_job(spec(resources=resources))
     assert err.value.field == field
 
 
@@ -116,12 +118,12 @@ def test_layouts_lsf_cannot_express_name_the_field(resources, field):
 ])
 def test_unsupported_fields_are_refused_by_name(params, field):
     with pytest.raises(SpecError) as err:
-        compile_lsf(spec(**params))
+        compile_job(spec(**params))
     assert err.value.field == field
 
 
 def test_escape_hatch_adds_bsub_options():
-    request = compile_lsf(spec(lsf={"-x": True, "G": "grp", "-sla": "gold", "-r": False, "-sp": 50}))
+    request = compile_job(spec(lsf={"-x": True, "G": "grp", "-sla": "gold", "-r": False, "-sp": 50}))
     assert extra(request).endswith("-G grp -sla gold -sp 50 -x")
 
 
@@ -139,19 +141,19 @@ def test_escape_hatch_adds_bsub_options():
 ])
 def test_escape_hatch_contradicting_a_compiled_field_is_refused(params, option, contradicts):
     with pytest.raises(SpecError) as err:
-        compile_lsf(spec(lsf={option: "x"}, **params))
+        compile_job(spec(lsf={option: "x"}, **params))
     assert err.value.field == "backend_options.lsf.%s" % option
     assert contradicts in err.value.reason
 
 
 def test_escape_hatch_fills_what_the_spec_leaves_open():
-    assert "-q short" in extra(compile_lsf(spec(lsf={"-q": "short"})))
+    assert "-q short" in extra(compile_job(spec(lsf={"-q": "short"})))
 
 
 @pytest.mark.parametrize("options", [{"-I": True}, {"-K": True}, {"bad option": 1}, {"-x": [1]}])
 def test_escape_hatch_refuses_what_breaks_bridge(options):
     with pytest.raises(SpecError) as err:
-        compile_lsf(spec(lsf=options))
+        compile_job(spec(lsf=options))
     assert err.value.field.startswith("backend_options.lsf.")
 
 
@@ -174,7 +176,7 @@ def parts(body, boundary):
 
 
 def test_submit_body_is_nested_multipart_with_the_script_byte_exact():
-    request = compile_lsf(spec(script=SCRIPT, environment={"X": "<&>"}))
+    request = compile_job(spec(script=SCRIPT, environment={"X": "<&>"}))
     content_type, body = multipart_body(request)
     outer = content_type.split("boundary=")[1].encode()
     app, data, script = parts(body, outer)
@@ -194,8 +196,8 @@ def test_submit_body_is_nested_multipart_with_the_script_byte_exact():
 
 
 def test_the_body_of_one_spec_is_always_the_same():
-    assert multipart_body(compile_lsf(spec())) == multipart_body(compile_lsf(spec()))
-    assert multipart_body(compile_lsf(spec()))[0] != multipart_body(compile_lsf(spec(identity="job-2")))[0]
+    assert multipart_body(compile_job(spec())) == multipart_body(compile_job(spec()))
+    assert multipart_body(compile_job(spec()))[0] != multipart_body(compile_job(spec(identity="job-2")))[0]
 
 
 # ---------------------------------------------------------------- answers and states
@@ -223,7 +225,7 @@ JSON_JOBS = {"@total": "2", "job": [
 @pytest.mark.parametrize("body", [XML_JOBS, json.dumps(JSON_JOBS), json.dumps({"jobs": JSON_JOBS})],
                          ids=["xml", "json", "json-with-root"])
 def test_job_lists_read_alike_from_xml_and_json(body):
-    jobs = lsf._jobs(lsf.unwrap(lsf.parse_answer(body))[1])
+    jobs = _jobs(unwrap(parse_answer(body))[1])
     running, failed = jobs
     assert [set(JOB_KEYS) - set(job) for job in jobs] == [set(), set()]
     assert (running["job_id"], running["identity"], running["phase"], running["hosts"]) == ("101", "id-a", "running", "h1")
@@ -236,7 +238,7 @@ def test_job_lists_read_alike_from_xml_and_json(body):
 def test_one_job_is_an_object_in_json_and_an_element_in_xml():
     xml = "<jobs total=\"1\"><job><jobId>7</jobId><jobStatus>PEND</jobStatus></job></jobs>"
     for body in (xml, json.dumps({"@total": "1", "job": {"jobId": 7, "jobStatus": "PEND"}})):
-        assert [job["job_id"] for job in lsf._jobs(lsf.unwrap(lsf.parse_answer(body))[1])] == ["7"]
+        assert [job["job_id"] for job in _jobs(unwrap(parse_answer(body))[1])] == ["7"]
 
 
 @pytest.mark.parametrize("status, phase, terminal", [
@@ -308,7 +310,7 @@ def test_pending_reasons_that_never_clear_are_rejected(reason, failure_class):
     ("-", None), ("", None), (None, None), ("soon", None),
 ])
 def test_times_are_rfc3339(value, expected):
-    assert lsf.parse_time(value) == expected
+    assert parse_time(value) == expected
 
 
 @pytest.mark.parametrize("native", [[], "x", {"jobStatus": "RUN"}])
@@ -319,7 +321,7 @@ def test_a_job_without_an_id_is_a_shape_error(native):
 
 def test_xml_with_a_doctype_is_refused():
     with pytest.raises(ValueError):
-        lsf.parse_answer('<!DOCTYPE x [<!ENTITY e "boom">]><jobs><job><jobId>&e;</jobId></job></jobs>')
+        parse_answer('<!DOCTYPE x [<!ENTITY e "boom">]><jobs><job><jobId>&e;</jobId></job></jobs>')
 
 
 # ---------------------------------------------------------------- the client over stubbed HTTP
@@ -417,7 +419,7 @@ def test_an_expired_token_is_renewed_before_the_call():
     now = [0.0]
     client, pac = client_for(route("/ws/jobs/101", (200, XML_JOBS)), clock=lambda: now[0])
     client.get("101")
-    now[0] = lsf.token_expiry(TOKEN) + 1
+    now[0] = token_expiry(TOKEN) + 1
     client.get("101")
     assert pac.paths().count("POST /ws/logon") == 2
 
@@ -458,7 +460,7 @@ def test_submit_posts_the_multipart_body_once_and_returns_the_id(answer):
     the_spec = spec(script=SCRIPT)
     assert client.submit(the_spec) == "1234"
     request = pac.sent[-1]
-    content_type, body = multipart_body(compile_lsf(the_spec))
+    content_type, body = multipart_body(compile_job(the_spec))
     assert request.headers["content-type"] == content_type and request.content == body
     assert request.headers["cookie"] == COOKIE
     assert pac.paths() == ["POST /ws/logon", "POST /ws/jobs/submit"]
