@@ -93,7 +93,7 @@ context: prod
 namespace: research
 """
 
-from ansible_collections.bridge.hpc.plugins.module_utils.k8s import K8sClient
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.client import K8sClient
 from ansible_collections.bridge.hpc.plugins.plugin_utils._inventory import InventorySource, without_native
 
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable

@@ -12,7 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.bridge.hpc.plugins.module_utils.k8s import K8sClient
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.client import K8sClient
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import LsfClient
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient

@@ -34,7 +34,7 @@ def namespace(kube):
 
 
 def backend(kubeconfig, namespace):
-    from ansible_collections.bridge.hpc.plugins.module_utils.k8s import K8sClient
+    from ansible_collections.bridge.hpc.plugins.module_utils.k8s.client import K8sClient
 
     return K8sClient.from_options({"kubeconfig": kubeconfig, "namespace": namespace, "retries": 0}.get)
 

@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from kubernetes import client
 
-from ansible_collections.bridge.hpc.plugins.module_utils.k8s import K8sClient
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.client import K8sClient
 
 
 class Response:

@@ -309,8 +309,8 @@ class SlurmClient(Backend):
             # Slurm 22.05 answers a bad or expired token with a bare 500: "Unspecified error" (-1)
             # on reads, "Zero Bytes were transmitted or received" (5005) on submit; only
             # slurmctld's log says "jwt_decode failure".
-            raise self.error(AuthFailed, "authentication failed: slurmctld dropped the request without a reason, which is how "
-                             "Slurm 22.05 answers a bad or expired token (%s)" % reason,
+            raise self.error(AuthFailed, "authentication failed: slurmctld dropped the request without a reason, which "
+                             "is how Slurm 22.05 answers a bad or expired token (%s)" % reason,
                              verb, obj, ident, status)
         if INVALID_JOB_ID in numbers or (status == 404 and obj == "job"):
             raise self.error(NotFound, reason, verb, obj, ident, status)
@@ -323,7 +323,8 @@ class SlurmClient(Backend):
     # -- domain verbs
 
     def ping(self):
-        pings, release = self.call("GET", self._path("ping/"), "ping", "controller", parse=lambda body: (_pings(body), _release(body)))
+        pings, release = self.call("GET", self._path("ping/"), "ping", "controller",
+                                   parse=lambda body: (_pings(body), _release(body)))
         up = [p for p in pings if str(p.get("ping") or p.get("pinged") or "").upper() == "UP" or p.get("responding") is True]
         return {
             "api_version": self.api_version,
@@ -561,7 +562,8 @@ class SlurmClient(Backend):
                                  "job (and some slurmctld releases hang on that request), so Bridge did not send it" % (
                                      owner, self.user), "cancel", "job", job_id)
         params = {"signal": signal} if signal else None
-        refusals = self.call("DELETE", self._path("job/%s" % job_id), "cancel", "job", job_id, params=params, parse=_refusals)
+        refusals = self.call("DELETE", self._path("job/%s" % job_id), "cancel", "job", job_id, params=params,
+                             parse=_refusals)
         # v0.0.42+ report per-job failures inside status[] with HTTP 200.
         for code, message in refusals:
             if code == INVALID_JOB_ID:
@@ -573,7 +575,8 @@ class SlurmClient(Backend):
                          parse=lambda body: [normalize_partition(p) for p in items(body, "partitions", required=True)])
 
     def nodes(self):
-        return self.call("GET", self._path("nodes/"), "list", "nodes", parse=lambda body: [normalize_node(n) for n in items(body, "nodes", required=True)])
+        return self.call("GET", self._path("nodes/"), "list", "nodes",
+                         parse=lambda body: [normalize_node(n) for n in items(body, "nodes", required=True)])
 
     def inventory(self):
         return {"partitions": self.partitions(), "nodes": self.nodes(), "api_version": self.api_version,

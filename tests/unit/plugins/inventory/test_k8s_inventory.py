@@ -10,7 +10,7 @@ import pytest
 from ansible.errors import AnsibleParserError
 
 from ansible_collections.bridge.hpc.plugins.inventory import kubernetes as plugin_module
-from ansible_collections.bridge.hpc.plugins.module_utils.k8s import K8sClient
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.client import K8sClient
 from ansible_collections.bridge.hpc.tests.unit.plugins.inventory.harness import PluginRunner, cache_config, hostvars, members
 
 from k8s_stub import ApiServerStub, node

@@ -22,7 +22,8 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from ansible_collections.bridge.hpc.plugins.module_utils import k8s, quantum
+from ansible_collections.bridge.hpc.plugins.module_utils import quantum
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.states import normalize_job as k8s_normalize_job
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import records as lsf_records
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.states import normalize_job as lsf_normalize_job
 from ansible_collections.bridge.hpc.plugins.module_utils.ray import states as ray_states
@@ -69,7 +70,7 @@ SAMPLES = {
                         for native in (body["jobs"] if "jobs" in body else [body])],
     # HAND-WRITTEN in kube-apiserver v1.34's shapes, and RECORDED from the real cluster of
     # tools/kube-control-plane.sh where fixtures/kubernetes/recorded exists (fixtures/kubernetes/README.md).
-    "kubernetes": lambda: [k8s.normalize_job(body["job"], body["pods"]) for source in ("handwritten", "recorded")
+    "kubernetes": lambda: [k8s_normalize_job(body["job"], body["pods"]) for source in ("handwritten", "recorded")
                            for body in recorded_jobs("kubernetes", source, lambda body: body)],
     "fake": fake_jobs,
 }

@@ -1,4 +1,4 @@
-"""The kubernetes backend (module_utils/k8s.py): the manifests it renders, byte for byte; the
+"""The kubernetes backend (module_utils/k8s/): the manifests it renders, byte for byte; the
 failure classes it reads from Job and Pod statuses (fixtures/kubernetes, hand-written in the
 apiserver's shapes, and recorded from the real cluster where that ran); validation that names the
 field; and its calls, through the real `kubernetes` client, against an apiserver stub (k8s_stub.py).
@@ -10,10 +10,13 @@ import os
 
 import pytest
 
-from ansible_collections.bridge.hpc.plugins.module_utils import k8s
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import interpreter
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed, ConnectionFailed, ServerError, SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_absent, ensure_present
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.client import K8sClient
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.compile import compile_job, identity_hash, job_name
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.states import normalize_job
 
 from k8s_stub import ApiServerStub, node, status
 from recorded import FIXTURES
@@ -25,26 +28,26 @@ def spec(**params):
     params.setdefault("script", "#!/bin/sh -e\necho hi\n")
     params.setdefault("identity", "step:1")
     params.setdefault("backend_options", IMAGE)
-    return normalize_spec(params, k8s.K8sClient)
+    return normalize_spec(params, K8sClient)
 
 
 # ---------------------------------------------------------------- rendering
 
 def test_render_is_byte_exact():
-    rendered = k8s.compile_k8s(spec(name="step-one", environment={"B": 2, "A": "x y"}, queue="team-a", qos="batch-low",
+    rendered = compile_job(spec(name="step-one", environment={"B": 2, "A": "x y"}, queue="team-a", qos="batch-low",
                                     resources={"cpus_per_task": 2, "memory": "1G", "gpus": 1, "time_limit": "00:10:00"}),
                                "research")
-    labels = {"bridge.dev/identity-hash": k8s.identity_hash("step:1"),
+    labels = {"bridge.dev/identity-hash": identity_hash("step:1"),
               "app.kubernetes.io/managed-by": "bridge", "kueue.x-k8s.io/queue-name": "team-a"}
     annotations = {"bridge.dev/identity": "step:1", "bridge.dev/name": "step-one"}
-    name = "step-1-" + k8s.identity_hash("step:1")[:12]
+    name = "step-1-" + identity_hash("step:1")[:12]
     limits = {"cpu": "2", "memory": "1024Mi", "nvidia.com/gpu": "1"}
     assert rendered == {
         "namespace": "research",
         "config_map": {
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": "research",
-                         "labels": {"bridge.dev/identity-hash": k8s.identity_hash("step:1"),
+                         "labels": {"bridge.dev/identity-hash": identity_hash("step:1"),
                                     "app.kubernetes.io/managed-by": "bridge"},
                          "annotations": {"bridge.dev/identity": "step:1"}},
             "data": {"script": "#!/bin/sh -e\necho hi\n"}},
@@ -78,21 +81,21 @@ def test_render_is_byte_exact():
 
 
 def test_names_are_dns_labels_and_distinct_for_identities_differing_in_case_or_punctuation():
-    names = set(k8s.job_name(identity) for identity in ("Step:1", "step:1", "step.1", "x" * 128, "::a"))
+    names = set(job_name(identity) for identity in ("Step:1", "step:1", "step.1", "x" * 128, "::a"))
     assert len(names) == 5
     for name in names:
         assert len(name) <= 63 and __import__("re").match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", name), name
 
 
 def test_the_interpreter_line_is_read_as_the_kernel_reads_it():
-    assert k8s.interpreter("#!/usr/bin/env python3\nprint(1)\n") == ["/usr/bin/env", "python3"]
-    assert k8s.interpreter("#! /bin/bash -e -u\n") == ["/bin/bash", "-e -u"]
+    assert interpreter("#!/usr/bin/env python3\nprint(1)\n") == ["/usr/bin/env", "python3"]
+    assert interpreter("#! /bin/bash -e -u\n") == ["/bin/bash", "-e -u"]
     with pytest.raises(SpecError, match="^script: "):
-        k8s.interpreter("#!\n")
+        interpreter("#!\n")
 
 
 def test_memory_per_cpu_is_multiplied_and_gpu_type_selects_nodes():
-    job = k8s.compile_k8s(spec(resources={"cpus_per_task": 4, "memory_per_cpu": "512M", "gpus": 2, "gpu_type": "A100"},
+    job = compile_job(spec(resources={"cpus_per_task": 4, "memory_per_cpu": "512M", "gpus": 2, "gpu_type": "A100"},
                                backend_options={"kubernetes": {"image": "i", "node_selector": {"zone": "a"}}}),
                           "ns", gpu_resource="amd.com/gpu")["job"]["spec"]["template"]["spec"]
     assert job["containers"][0]["resources"]["limits"] == {"cpu": "4", "memory": "2048Mi", "amd.com/gpu": "2"}
@@ -114,7 +117,7 @@ def test_memory_per_cpu_is_multiplied_and_gpu_type_selects_nodes():
 ])
 def test_what_a_job_cannot_be_is_refused_naming_the_field(params, field):
     with pytest.raises(SpecError) as refused:
-        k8s.compile_k8s(spec(**params), "ns")
+        compile_job(spec(**params), "ns")
     assert refused.value.field == field
 
 
@@ -146,7 +149,7 @@ EXPECTED = {
 def test_failure_classes_from_job_and_pod_statuses(path):
     with open(os.path.join(FIXTURES, "kubernetes", path)) as handle:
         body = json.load(handle)["body"]
-    job = k8s.normalize_job(body["job"], body["pods"])
+    job = normalize_job(body["job"], body["pods"])
     case = os.path.basename(path)[len("job_"):-len(".json")]
     phase, failure_class, exit_code, native_state = EXPECTED[case]
     assert (job["phase"], job["failure_class"], job["native_state"]) == (phase, failure_class, native_state)
@@ -160,7 +163,7 @@ def test_an_identity_annotation_without_its_hash_label_is_not_bridges():
     with open(os.path.join(FIXTURES, "kubernetes", "handwritten", "job_running.json")) as handle:
         native = json.load(handle)["body"]["job"]
     native["metadata"]["annotations"]["bridge.dev/identity"] = "someone-else"
-    assert k8s.normalize_job(native)["identity"] is None
+    assert normalize_job(native)["identity"] is None
 
 
 # ---------------------------------------------------------------- against the apiserver stub
@@ -209,6 +212,15 @@ def test_a_create_is_never_retried_but_a_read_is(stub):
     stub.faults.extend([("GET", r"/jobs$", status(503, "ServiceUnavailable", "busy"))] * 2)
     assert client.find("step:1") is None
     assert len([s for s in stub.sent if s[0] == "GET" and s[1].endswith("/jobs")]) == 3
+
+
+def test_a_500_is_not_sent_again_as_no_client_of_bridge_sends_it_again(stub):
+    client = stub.client(retries=3)
+    stub.faults.append(("GET", r"/jobs$", status(500, "InternalError", "etcd hiccup")))
+    with pytest.raises(ServerError) as failed:
+        client.find("step:1")
+    assert failed.value.temporary, "the controller tries the step again later"
+    assert len([s for s in stub.sent if s[0] == "GET" and s[1].endswith("/jobs")]) == 1
 
 
 def test_find_many_is_one_job_list_and_one_pod_list_by_identity_hash(stub):
@@ -312,7 +324,7 @@ users:
 """])
 def test_a_bad_kubeconfig_is_never_echoed(content):
     with pytest.raises(AuthFailed) as failed:
-        k8s.K8sClient.from_options({"kubeconfig_content": content}.get)
+        K8sClient.from_options({"kubeconfig_content": content}.get)
     message = str(failed.value) + json.dumps(failed.value.to_dict())
     assert "s3cret" not in message and "kubeconfig_content" in message
 
@@ -320,7 +332,7 @@ def test_a_bad_kubeconfig_is_never_echoed(content):
 def test_without_kubeconfig_the_in_cluster_service_account_is_used(monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(AuthFailed, match="in-cluster ServiceAccount"):
-        k8s.K8sClient.from_options(lambda option: None)
+        K8sClient.from_options(lambda option: None)
 
 
 def test_a_kubeconfig_file_its_context_and_namespace(tmp_path):
@@ -338,13 +350,13 @@ contexts:
 - {name: b, context: {cluster: d, user: u}}
 """)
     options = {"kubeconfig": str(path)}
-    client = k8s.K8sClient.from_options(options.get)
+    client = K8sClient.from_options(options.get)
     assert (client.url, client.namespace) == ("https://a.example:6443", "team-a")
     options["context"] = "b"
-    client = k8s.K8sClient.from_options(options.get)
+    client = K8sClient.from_options(options.get)
     assert (client.url, client.namespace) == ("https://b.example:6443", "default")
     options.update(namespace="mine", url="https://proxy.example:8443")
-    client = k8s.K8sClient.from_options(options.get)
+    client = K8sClient.from_options(options.get)
     assert (client.url, client.namespace) == ("https://proxy.example:8443", "mine")
     assert client.api_client.configuration.host == "https://proxy.example:8443"
 

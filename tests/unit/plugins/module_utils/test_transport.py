@@ -2,7 +2,7 @@ import httpx
 import pytest
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import ConnectionFailed, Timeout
-from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport, retry_delay
+from ansible_collections.bridge.hpc.plugins.module_utils._transport import RetryPolicy, Transport, retry_delay
 
 
 def make(handler, **kwargs):
@@ -23,6 +23,32 @@ def test_idempotent_get_is_retried_on_503_then_succeeds():
     transport, sleeps = make(handler)
     assert transport.request("GET", "/x").status_code == 200
     assert len(calls) == 3 and len(sleeps) == 2
+
+
+def test_a_500_is_answered_at_once_even_to_a_get():
+    calls = []
+
+    def handler(request):
+        calls.append(request)
+        return httpx.Response(500, text="submission_id already exists")
+
+    transport, sleeps = make(handler)
+    assert transport.request("GET", "/x").status_code == 500
+    assert len(calls) == 1 and sleeps == []
+
+
+def test_the_policy_retries_what_an_attempt_says_may_pass():
+    sleeps = []
+    answers = iter([("busy", 429, "2"), ("lost", None, None), ("ok", 200, None)])
+
+    def attempt():
+        answer = next(answers)
+        if answer[0] == "lost":
+            raise ConnectionFailed("reset")
+        return answer
+
+    assert RetryPolicy(retries=3, sleep=sleeps.append).send(attempt, idempotent=True) == "ok"
+    assert sleeps[0] == 2.0 and len(sleeps) == 2
 
 
 def test_post_is_sent_exactly_once_even_on_503():

@@ -4,7 +4,7 @@ kubeconfig that never shows."""
 
 import pytest
 
-from ansible_collections.bridge.hpc.plugins.module_utils.k8s import K8sClient
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.client import K8sClient
 from ansible_collections.bridge.hpc.plugins.modules import job, k8s_job, k8s_job_info
 
 from k8s_stub import ApiServerStub, node

@@ -1,0 +1,466 @@
+# -*- coding: utf-8 -*-
+# Copyright: Bridge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Kubernetes Jobs as a Bridge backend, through the `kubernetes` Python client.
+
+A job is a batch/v1 Job of one Pod (restartPolicy Never, backoffLimit 0 unless asked) whose one
+container runs the script from a ConfigMap with the interpreter of the script's #! line, in the
+image backend_options.kubernetes.image names. The ConfigMap is owned by the Job, so deleting the
+Job (cancel, or ttlSecondsAfterFinished) removes both. Names are derived from the identity, so a
+create that races with another finds AlreadyExists and the Job that is there; the identity itself
+(up to 128 characters, ':' allowed) travels as an annotation, with a hash of it as the label the
+lookup selects on.
+
+Authentication is the client's own: a kubeconfig file (kubeconfig, context), a kubeconfig's
+content (kubeconfig_content, the BridgeJob Secret's `kubeconfig` key), or the in-cluster
+ServiceAccount when neither is given. docs/kubernetes.md describes the mapping.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import time
+
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
+    Backend,
+    ShapeError,
+    items,
+    newest_by_identity,
+    not_json,
+    select,
+    status_phrase,
+    with_launcher,
+)
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
+    AlreadyExists,
+    AuthFailed,
+    ConnectionFailed,
+    MalformedResponse,
+    NotFound,
+    Rejected,
+    SpecError,
+    Timeout,
+    Unsupported,
+)
+from ansible_collections.bridge.hpc.plugins.module_utils._transport import RetryPolicy
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.compile import (
+    DEFAULT_GPU_RESOURCE,
+    IDENTITY_LABEL,
+    MANAGED_BY,
+    CONTAINER,
+    compile_job,
+    identity_hash,
+    one_task,
+)
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.fit import check_fits, nominal_quota, normalize_local_queue, normalize_node
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.states import newest_pod, normalize_job
+
+
+try:
+    import yaml
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+    from kubernetes.client.rest import ApiException
+    from kubernetes.config.config_exception import ConfigException
+    from urllib3.exceptions import HTTPError as Urllib3Error
+
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR = None
+except ImportError as exc:  # the modules report it with missing_required_lib
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = exc
+    ApiException = ConfigException = Urllib3Error = None
+
+MANAGER = "Kubernetes"
+
+
+KUEUE = ("kueue.x-k8s.io", "v1beta1", "localqueues")
+
+
+SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+class K8sClient(Backend):
+    """Kubernetes Jobs in one namespace, through the `kubernetes` Python client."""
+
+    NAME = "kubernetes"
+    TITLE = MANAGER
+    # No URL is needed: the kubeconfig or the in-cluster ServiceAccount says where the apiserver is.
+    URL_NAME = None
+    CONNECTION = dict(
+        kubeconfig=dict(type="path"),
+        context=dict(type="str"),
+        kubeconfig_content=dict(type="str"),
+        namespace=dict(type="str"),
+        gpu_resource=dict(type="str", default=DEFAULT_GPU_RESOURCE),
+    )
+    ENV = dict(kubeconfig=("K8S_AUTH_KUBECONFIG",), context=("K8S_AUTH_CONTEXT",))
+    CREDENTIALS = ("kubeconfig_content",)
+    SECRETS = ("kubeconfig_content",)
+    SECRET_KEYS = {"kubeconfig_content": "kubeconfig"}
+    CAPABILITIES = frozenset(["queues", "gpu_type", "memory_per_cpu", "logs", "preflight"])
+
+    @classmethod
+    def from_options(cls, get):
+        if not HAS_KUBERNETES:
+            raise Unsupported("the Python library 'kubernetes' is required (pip install kubernetes): %s"
+                              % KUBERNETES_IMPORT_ERROR, "connect to", "cluster", None, MANAGER)
+        url = get("url")
+        if url:
+            cls.require_url(url)
+        options = cls.transport_options(get)
+        # The backend-neutral modules (job, jobs, job_info: the controller's playbooks) have no
+        # environment fallbacks, since `url` means another variable for each backend; these two
+        # options are Kubernetes' alone, so their variables are read here for every caller.
+        kubeconfig, context = [get(name) or next((os.environ[var] for var in cls.ENV[name] if os.environ.get(var)), None)
+                               for name in ("kubeconfig", "context")]
+        return cls(kubeconfig=kubeconfig, context=context, kubeconfig_content=get("kubeconfig_content"),
+                   namespace=get("namespace"), url=url, gpu_resource=get("gpu_resource") or DEFAULT_GPU_RESOURCE,
+                   **options)
+
+    def __init__(self, kubeconfig=None, context=None, kubeconfig_content=None, namespace=None, url=None,
+                 gpu_resource=DEFAULT_GPU_RESOURCE, validate_certs=True, ca_path=None, timeout=30.0, retries=3,
+                 api_client=None, sleep=time.sleep):
+        self.gpu_resource = gpu_resource
+        self.timeout = timeout
+        self.retry = RetryPolicy(retries, sleep=sleep)
+        self.warnings = []
+        self.sent = 0
+        self._nodes = None
+        self._secrets = []
+        if api_client is None:
+            api_client, context_namespace = self._connect(kubeconfig, context, kubeconfig_content, url,
+                                                          validate_certs, ca_path)
+        else:
+            context_namespace = None
+        self.api_client = api_client
+        self.url = url or api_client.configuration.host
+        self.namespace = namespace or context_namespace or "default"
+        self.core = k8s_client.CoreV1Api(api_client)
+        self.batch = k8s_client.BatchV1Api(api_client)
+        self.custom = k8s_client.CustomObjectsApi(api_client)
+
+    # -- connection
+
+    def _connect(self, kubeconfig, context, content, url, validate_certs, ca_path):
+        """(ApiClient, the context's namespace) from a kubeconfig's content, a kubeconfig file, or
+        the in-cluster ServiceAccount, in that order. Nothing of the kubeconfig reaches a message."""
+        configuration = k8s_client.Configuration()
+        namespace = None
+        try:
+            if content or kubeconfig:
+                if content:
+                    source = "the kubeconfig given as kubeconfig_content"
+                    document = self._parse_kubeconfig(content, source)
+                else:
+                    source = "kubeconfig %s" % kubeconfig
+                    with open(os.path.expanduser(kubeconfig)) as handle:
+                        document = self._parse_kubeconfig(handle.read(), source)
+                loader = k8s_config.kube_config.KubeConfigLoader(
+                    config_dict=document, active_context=context,
+                    config_base_path=os.path.dirname(os.path.abspath(os.path.expanduser(kubeconfig or "."))))
+                loader.load_and_set(configuration)
+                namespace = ((loader.current_context or {}).get("context") or {}).get("namespace")
+            else:
+                source = "the in-cluster ServiceAccount (no kubeconfig or kubeconfig_content given)"
+                k8s_config.load_incluster_config(client_configuration=configuration)
+                if os.path.exists(SA_NAMESPACE):
+                    with open(SA_NAMESPACE) as handle:
+                        namespace = handle.read().strip() or None
+        except (ConfigException, IOError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise AuthFailed("cannot configure a client from %s: %s" % (source, self.scrub(type(exc).__name__ + ": " + str(exc))),
+                             "connect to", "cluster", None, MANAGER, url)
+        if url:
+            configuration.host = url.rstrip("/")
+        if not validate_certs:
+            configuration.verify_ssl = False
+        if ca_path:
+            configuration.ssl_ca_cert = ca_path
+        configuration.retries = False  # reads are retried by _call's RetryPolicy; creates never
+        return k8s_client.ApiClient(configuration), namespace
+
+    def _parse_kubeconfig(self, text, source):
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = " (line %d)" % (mark.line + 1) if mark is not None else ""
+            raise AuthFailed("%s is not YAML%s" % (source, where), "connect to", "cluster", None, MANAGER)
+        if not isinstance(document, dict):
+            raise AuthFailed("%s is not a kubeconfig (a YAML mapping with clusters, users and contexts)" % source,
+                             "connect to", "cluster", None, MANAGER)
+        # Every string of the users section is a credential or names one: never in a message.
+        self._secrets.extend(_strings(document.get("users")))
+        self._secrets.append(text)
+        return document
+
+    def scrub(self, text):
+        for secret in sorted((s for s in self._secrets if s and len(s) >= 4), key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
+
+    # -- plumbing
+
+    @property
+    def api_version(self):
+        return "batch/v1"
+
+    @property
+    def requests_sent(self):
+        return self.sent
+
+    def close(self):
+        self.api_client.close()
+
+    def _call(self, verb, obj, ident, function, *args, **kwargs):
+        """One API call; its JSON answer as plain data, through `parse` when given (an answer of
+        another shape is MalformedResponse naming the call). Sent as every Bridge client sends: the
+        transport's RetryPolicy sends a read (idempotent=True) again, a write never."""
+        idempotent = kwargs.pop("idempotent", True)
+        parse = kwargs.pop("parse", None) or _object
+        raw = kwargs.pop("raw", False)
+        endpoint = function.__name__
+
+        def attempt():
+            self.sent += 1
+            try:
+                response = function(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
+            except ApiException as exc:
+                # The client raises error answers; RetryPolicy reads their status like a response's.
+                return exc, exc.status, (exc.headers or {}).get("Retry-After") if exc.headers else None
+            except (Urllib3Error, OSError) as exc:
+                kind = Timeout if "timed out" in str(exc).lower() else ConnectionFailed
+                raise self.error(kind, "%s: %s" % (type(exc).__name__, self.scrub(str(exc))[:300]), verb, obj, ident)
+            return response, response.status, None
+
+        response = self.retry.send(attempt, idempotent)
+        if isinstance(response, ApiException):
+            raise self._error(response, verb, obj, ident)
+        if raw:
+            return (response.data or b"").decode("utf-8", "replace")
+        try:
+            body = _json(response)
+        except ShapeError as exc:
+            raise self.error(MalformedResponse, "%s answered %s; is %s the Kubernetes API?" % (endpoint, exc, self.url),
+                             verb, obj, ident, response.status)
+        return self.decoded(parse, body, endpoint, verb, obj, ident)
+
+    def _error(self, exc, verb, obj, ident):
+        status = exc.status or None
+        try:
+            body = json.loads(exc.body) if exc.body else {}
+        except (ValueError, TypeError):
+            body = None
+        # The apiserver answers errors with a Status; of another body (any page of the server a
+        # URL points at) only the HTTP status is said, as its status line is that server's too.
+        message = body.get("message") if isinstance(body, dict) and body.get("kind") == "Status" else None
+        if not isinstance(message, str) or not message:
+            message = status_phrase(status)
+        message = self.scrub(message)[:500]
+        if status in (401,):
+            return self.error(AuthFailed, "authentication failed: %s" % message, verb, obj, ident, status)
+        if status == 403:
+            return self.error(Rejected, "forbidden: %s" % message, verb, obj, ident, status)
+        return self.status_error(status, message, verb, obj, ident)
+
+    # -- domain verbs
+
+    def describe(self):
+        version = self._call("read", "version", None, k8s_client.VersionApi(self.api_client).get_code,
+                             parse=_git_version)
+        return {"manager": MANAGER, "url": self.url, "version": version, "api_version": "batch/v1",
+                "namespace": self.namespace}
+
+    @classmethod
+    def launcher(cls, spec):
+        """Nothing for the one task a Job's Pod runs; more tasks or nodes are refused naming the field."""
+        one_task(spec["resources"])
+        return ""
+
+    def render(self, spec):
+        return compile_job(with_launcher(self, spec), self.namespace, self.gpu_resource)
+
+    def check(self, spec):
+        rendered = self.render(spec)
+        try:
+            self._call("get", "namespace", self.namespace, self.core.read_namespace, self.namespace)
+        except NotFound:
+            raise SpecError("namespace", "namespace '%s' does not exist on the cluster at %s" % (self.namespace, self.url))
+        except Rejected:
+            pass  # a namespaced user may not read namespaces; the create will tell
+        if spec["queue"]:
+            try:
+                self._call("get", "LocalQueue", spec["queue"], self.custom.get_namespaced_custom_object,
+                           KUEUE[0], KUEUE[1], self.namespace, KUEUE[2], spec["queue"])
+            except NotFound as exc:
+                if "the server could not find the requested resource" in exc.reason:
+                    raise SpecError("queue", "Kueue is not installed on the cluster at %s (no LocalQueue API); "
+                                    "leave queue unset" % self.url)
+                raise SpecError("queue", "Kueue LocalQueue '%s' does not exist in namespace '%s'" % (
+                    spec["queue"], self.namespace))
+        if self._nodes is None:
+            try:
+                self._nodes = self.nodes()
+            except Rejected:
+                self._nodes = []  # listing nodes is a cluster-scope right many users lack
+        check_fits(rendered, [n for n in self._nodes if n["schedulable"]], self.gpu_resource)
+
+    def submit(self, spec):
+        """The ConfigMap, then the one Job create (never retried; AlreadyExists means a racing
+        submit won, and its Job is the answer), then the ConfigMap's owner set to the Job."""
+        rendered = self.render(spec)
+        config_map, job = rendered["config_map"], rendered["job"]
+        name = job["metadata"]["name"]
+        try:
+            self._call("create", "ConfigMap", name, self.core.create_namespaced_config_map, self.namespace, config_map,
+                       idempotent=False)
+        except AlreadyExists:
+            # A racing submit's (it owns a Job then: leave its script alone) or one left by a submit
+            # that stopped before creating its Job (no owner: it takes this script).
+            existing = self._call("get", "ConfigMap", name, self.core.read_namespaced_config_map, name, self.namespace)
+            if not (existing.get("metadata") or {}).get("ownerReferences"):
+                self._call("update", "ConfigMap", name, self.core.patch_namespaced_config_map, name, self.namespace,
+                           {"data": config_map["data"]})
+        try:
+            created = self._call("create", "Job", name, self.batch.create_namespaced_job, self.namespace, job,
+                                 idempotent=False)
+        except AlreadyExists:
+            created = self._call("get", "Job", name, self.batch.read_namespaced_job, name, self.namespace)
+            if self.decoded(normalize_job, created, "read_namespaced_job", "get", "job")["identity"] != spec["identity"]:
+                raise self.error(AlreadyExists, "a Job named '%s' that Bridge did not make for identity '%s' is in the way" % (
+                    name, spec["identity"]), "submit", "job", name, 409)
+            return name
+        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name, "blockOwnerDeletion": False,
+                 "uid": self.decoded(lambda body: body["metadata"]["uid"], created, "create_namespaced_job",
+                                     "create", "Job", name)}
+        self._call("update", "ConfigMap", name, self.core.patch_namespaced_config_map, name, self.namespace,
+                   {"metadata": {"ownerReferences": [owner]}})
+        return name
+
+    def _pods(self, selector):
+        return self._call("list", "pods", None, self.core.list_namespaced_pod, self.namespace, label_selector=selector,
+                          parse=_items)
+
+    def _with_pods(self, jobs, selector):
+        pods = self._pods(selector) if jobs else []
+        by_job = {}
+        for pod in pods:
+            for owner in (pod["metadata"].get("ownerReferences") or []):
+                by_job.setdefault(owner.get("uid"), []).append(pod)
+        return self.decoded(lambda natives: [normalize_job(job, by_job.get(job["metadata"].get("uid"), ())) for job in natives],
+                            jobs, "list_namespaced_job", "read", "jobs")
+
+    def get(self, job_id):
+        job = self._call("get", "job", job_id, self.batch.read_namespaced_job, job_id, self.namespace)
+        return self._with_pods([job], "job-name=%s" % job_id)[0]
+
+    def list(self, identities=None, name=None, phases=None):
+        selector = "%s=%s" % MANAGED_BY
+        if identities is not None:
+            if not identities:
+                return []
+            selector = "%s in (%s)" % (IDENTITY_LABEL, ",".join(sorted(set(identity_hash(i) for i in identities))))
+        jobs = self._call("list", "jobs", None, self.batch.list_namespaced_job, self.namespace,
+                          label_selector=selector, parse=_items)
+        return select(self._with_pods(jobs, selector), identities, name, phases)
+
+    def find_many(self, identities, names=None):
+        return newest_by_identity(self.list(identities=identities), self.warnings)
+
+    def cancel(self, job_id):
+        """Delete the Job, its Pods first (foreground propagation): the container is stopped, and the
+        Job, then gone, takes its ConfigMap with it."""
+        try:
+            self._call("delete", "job", job_id, self.batch.delete_namespaced_job, job_id, self.namespace,
+                       body={"propagationPolicy": "Foreground"}, parse=_deleted)
+        except NotFound:
+            raise self.error(NotFound, "no such job", "cancel", "job", job_id, 404)
+
+    def logs(self, job_id, tail_lines=None):
+        """The output of the job's newest Pod; empty while no container has started."""
+        pod = self.decoded(newest_pod, self._pods("job-name=%s" % job_id), "list_namespaced_pod",
+                           "read logs of", "job", job_id)
+        if pod is None:
+            return ""
+        kwargs = {"container": CONTAINER}
+        if tail_lines:
+            kwargs["tail_lines"] = tail_lines
+        try:
+            return self._call("read logs of", "job", job_id, self.core.read_namespaced_pod_log, pod["metadata"]["name"],
+                              self.namespace, raw=True, **kwargs)
+        except Rejected as exc:
+            if exc.status == 400:
+                return ""  # the apiserver's "container "job" ... is waiting to start"
+            raise
+
+    def nodes(self):
+        return self._call("list", "nodes", None, self.core.list_node,
+                          parse=lambda body: [normalize_node(node, self.gpu_resource) for node in _items(body)])
+
+    def local_queues(self, quotas=False):
+        """Kueue LocalQueues of the namespace ([] where Kueue is not installed); with `quotas`, each
+        with its ClusterQueue's nominal quota (None where that cannot be read)."""
+        try:
+            body = self._call("list", "LocalQueues", None, self.custom.list_namespaced_custom_object,
+                              KUEUE[0], KUEUE[1], self.namespace, KUEUE[2])
+        except NotFound:
+            return []
+        queues = self.decoded(lambda b: [normalize_local_queue(q) for q in _items(b)], body,
+                              "list_namespaced_custom_object", "list", "LocalQueues")
+        for queue in queues if quotas else ():
+            try:
+                cluster_queue = self._call("get", "ClusterQueue", queue["cluster_queue"],
+                                           self.custom.get_cluster_custom_object, KUEUE[0], KUEUE[1], "clusterqueues",
+                                           queue["cluster_queue"])
+            except (NotFound, Rejected):
+                continue
+            queue.update(self.decoded(lambda b: nominal_quota(b, self.gpu_resource), cluster_queue,
+                                      "get_cluster_custom_object", "get", "ClusterQueue", queue["cluster_queue"]))
+        return queues
+
+    def inventory(self):
+        return {"nodes": self.nodes(), "queues": self.local_queues()}
+
+
+def _deleted(body):
+    """A delete answers with the Job (still there, being deleted) or a Status of success."""
+    if _object(body).get("kind") not in ("Job", "Status") or not isinstance(body.get("metadata"), dict):
+        raise ShapeError("expected the Job or a Status, got another kind")
+    return body
+
+
+def _git_version(body):
+    version = _object(body)["gitVersion"]
+    if not isinstance(version, str):
+        raise ShapeError("gitVersion must be a string")
+    return version
+
+
+def _json(response):
+    """The JSON of an answer; ShapeError saying what came instead, by its content type and size."""
+    data = response.data or b""
+    try:
+        return json.loads(data.decode("utf-8", "replace"))
+    except ValueError:
+        raise ShapeError(not_json(response.headers.get("content-type"), data))
+
+
+def _object(body):
+    if not isinstance(body, dict):
+        raise ShapeError("expected a JSON object, got %s" % type(body).__name__)
+    return body
+
+
+def _items(body):
+    return items(body, "items", required=True)
+
+
+def _strings(value):
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in _strings(item)]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return [value] if isinstance(value, str) else []
