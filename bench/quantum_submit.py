@@ -5,7 +5,7 @@ The server is the Qiskit Runtime SIMULATOR (tests/simulators/quantum_runtime.py,
 tools/quantum-runtime.sh), not IBM Quantum: the numbers show what Bridge adds over the Qiskit
 Runtime REST protocol, not how fast IBM's service accepts jobs (nor its five jobs a minute).
 
-  raw       one httpx POST /jobs per job of the body compile_quantum built beforehand, already
+  raw       one httpx POST /jobs per job of the body compile_job built beforehand, already
             serialized, with the IAM bearer token and the Service-CRN and IBM-API-Version headers
             (the floor; the token is fetched before timing)
   client    QuantumClient.submit (compile + POST) and, separately, the whole module lifecycle
@@ -40,7 +40,8 @@ from common import SubmitBench
 import httpx  # noqa: E402
 
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec  # noqa: E402
-from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient, compile_quantum  # noqa: E402
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.client import QuantumClient  # noqa: E402
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.compile import compile_job  # noqa: E402
 
 MEASURE = "OPENQASM 3.0;\nbit[1] c;\nc[0] = measure $0;\n"
 # The hold: one parameterized PUB of HOLD_BINDINGS x HOLD_SHOTS = 10 million executions, the
@@ -104,7 +105,7 @@ def main():
         "Accept": "application/json", "Content-Type": "application/json",
         "Authorization": "Bearer %s" % client.authenticate(), "Service-CRN": crn,
         "IBM-API-Version": client.api_version})
-    bodies = [json.dumps(compile_quantum(spec_for(identity))).encode() for identity in bench.identities("raw")]
+    bodies = [json.dumps(compile_job(spec_for(identity))).encode() for identity in bench.identities("raw")]
 
     def raw(body):
         response = raw_http.post("/jobs", content=body)

@@ -143,7 +143,8 @@ keyed_groups:
 
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
-from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient, calibration_medians
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.client import QuantumClient
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.fit import calibration_medians
 from ansible_collections.bridge.hpc.plugins.plugin_utils._inventory import InventorySource
 
 DEVICE_GROUP = "quantum_devices"

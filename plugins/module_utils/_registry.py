@@ -14,7 +14,7 @@ __metaclass__ = type
 
 from ansible_collections.bridge.hpc.plugins.module_utils.k8s.client import K8sClient
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import LsfClient
-from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.client import QuantumClient
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 

@@ -175,7 +175,7 @@ def lsf_client(lsf):
 
 def quantum_client(quantum):
     sys.path.insert(0, COLLECTIONS)
-    from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient
+    from ansible_collections.bridge.hpc.plugins.module_utils.quantum.client import QuantumClient
 
     return QuantumClient(quantum["QUANTUM_URL"], api_key=quantum["QUANTUM_API_KEY"],
                          service_crn=quantum["QUANTUM_SERVICE_CRN"], iam_url=quantum["QUANTUM_IAM_URL"])

@@ -18,9 +18,10 @@ def bridge():
     """The collection's module_utils as the playbooks find them (.run/collections), imported the way
     the controller tests import their clients."""
     sys.path.insert(0, COLLECTIONS)
-    from ansible_collections.bridge.hpc.plugins.module_utils import _errors, _jobs, _spec, quantum
+    from ansible_collections.bridge.hpc.plugins.module_utils import _errors, _jobs, _spec
+    from ansible_collections.bridge.hpc.plugins.module_utils.quantum.client import QuantumClient
 
-    return {"errors": _errors, "jobs": _jobs, "spec": _spec, "client": quantum.QuantumClient}
+    return {"errors": _errors, "jobs": _jobs, "spec": _spec, "client": QuantumClient}
 
 
 @pytest.fixture(scope="module")

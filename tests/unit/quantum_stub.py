@@ -18,7 +18,7 @@ import zlib
 
 import httpx
 
-from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.client import QuantumClient
 
 API_KEY = "k3y-s3cret-ab12"
 CRN = "crn:v1:bluemix:public:quantum-computing:us-east:a/0123456789abcdef:01234567-89ab-cdef::"

@@ -20,8 +20,8 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import is_trusted_as_template
 
 from ansible_collections.bridge.hpc.plugins.inventory import quantum as plugin_module
-from ansible_collections.bridge.hpc.plugins.module_utils.quantum import (
-    QuantumClient,
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.client import QuantumClient
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.fit import (
     calibration_medians,
     normalize_configuration,
     normalize_device,

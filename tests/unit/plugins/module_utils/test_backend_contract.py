@@ -22,7 +22,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from ansible_collections.bridge.hpc.plugins.module_utils import quantum
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.states import normalize_job as quantum_normalize_job
 from ansible_collections.bridge.hpc.plugins.module_utils.k8s.states import normalize_job as k8s_normalize_job
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import records as lsf_records
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.states import normalize_job as lsf_normalize_job
@@ -65,7 +65,7 @@ SAMPLES = {
                     for native in lsf_records(body, "job", "jobs")],
     # HAND-WRITTEN from the fact sheets and qiskit-ibm-runtime's source, and recorded from the Qiskit
     # Runtime SIMULATOR (tests/simulators/quantum_runtime.py), not from IBM Quantum (fixtures/quantum/README.md).
-    "quantum": lambda: [quantum.normalize_job(native) for source in ("handwritten", "simulator")
+    "quantum": lambda: [quantum_normalize_job(native) for source in ("handwritten", "simulator")
                         for body in recorded_jobs("quantum", source, lambda body: body)
                         for native in (body["jobs"] if "jobs" in body else [body])],
     # HAND-WRITTEN in kube-apiserver v1.34's shapes, and RECORDED from the real cluster of

@@ -13,7 +13,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecErro
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import LsfClient
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.compile import SCRIPT_FILE
-from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.client import QuantumClient
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.compile import SCRIPT_NAME, package
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient

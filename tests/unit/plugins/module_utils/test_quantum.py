@@ -15,7 +15,6 @@ import zlib
 import httpx
 import pytest
 
-from ansible_collections.bridge.hpc.plugins.module_utils import _runtime_results, quantum
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import ShapeError
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
@@ -27,16 +26,26 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     SpecError,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
-from ansible_collections.bridge.hpc.plugins.module_utils._runtime_results import decode_ndarray, decode_results, parse_npy
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from ansible_collections.bridge.hpc.plugins.module_utils.quantum import (
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum import client as quantum_client
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum import results as quantum_results
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.client import (
     QuantumClient,
-    circuit_shape,
-    compile_quantum,
+    _devices,
+    _job_list,
     error_text,
-    normalize_job,
     token_lifetime,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.compile import compile_job
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.fit import normalize_status, normalize_usage
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.qasm import circuit_shape
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.results import (
+    decode_ndarray,
+    decode_results,
+    parse_npy,
+    summarize_results,
+)
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.states import normalize_job
 from quantum_stub import (
     API_KEY,
     BELL,
@@ -252,7 +261,7 @@ def test_the_script_must_be_openqasm_3(script, message):
 
 
 def test_no_script_is_needed_when_every_pub_has_its_circuit():
-    compiled = compile_quantum(spec(script=None, quantum={"pubs": [{"circuit": BELL}, {"circuit": BELL, "shots": 10}]}))
+    compiled = compile_job(spec(script=None, quantum={"pubs": [{"circuit": BELL}, {"circuit": BELL, "shots": 10}]}))
     assert compiled["params"]["pubs"] == [[BELL], [BELL, None, 10]]
     with pytest.raises(SpecError, match="^script: a quantum job needs"):
         spec(script=None, quantum={"pubs": [{"circuit": BELL}, {"shots": 10}]})
@@ -268,14 +277,14 @@ def test_other_backends_still_need_a_program():
 # ---------------------------------------------------------------- compiling the spec
 
 def test_a_sampler_job_is_the_script_as_one_pub_on_the_device_tagged_with_its_identity():
-    assert compile_quantum(spec(name="bell", resources={"time_limit": "00:05:00"})) == {
+    assert compile_job(spec(name="bell", resources={"time_limit": "00:05:00"})) == {
         "program_id": "sampler", "backend": "ibm_kingston",
         "params": {"pubs": [[BELL]], "version": 2},
         "tags": ["bridge", "bridge:bell-1", "bridge-name:bell"], "cost": 300}
 
 
 def test_every_sampler_option_compiles():
-    compiled = compile_quantum(spec(quantum={
+    compiled = compile_job(spec(quantum={
         "shots": 4000, "options": {"default_shots": 100, "dynamical_decoupling": {"enable": True}},
         "session": "s-1", "log_level": "info", "private": True,
         "pubs": [{"shots": 10}, {"circuit": "OPENQASM 3;\ninput float[64] t;\nbit[1] c;\nrz(t) $0;\nc[0] = measure $0;\n",
@@ -288,7 +297,7 @@ def test_every_sampler_option_compiles():
 
 
 def test_an_estimator_job_has_observables_precision_and_resilience():
-    compiled = compile_quantum(spec(quantum={
+    compiled = compile_job(spec(quantum={
         "primitive": "estimator", "precision": 0.02, "resilience_level": 1,
         "pubs": [{"observables": {"ZZ": 1.0, "XX": -0.5}}, {"observables": ["IZ", {"ZI": 2}], "precision": 0.1}]}))
     assert compiled["program_id"] == "estimator"
@@ -345,13 +354,13 @@ def test_an_estimator_job_has_observables_precision_and_resilience():
 ])
 def test_what_a_primitive_run_cannot_take_is_refused_naming_the_field(params, field, message):
     with pytest.raises(SpecError) as refused:
-        compile_quantum(spec(**params))
+        compile_job(spec(**params))
     assert refused.value.field == field
     assert message in refused.value.reason
 
 
 def test_without_a_device_the_body_names_none_and_check_refuses_it(stub):
-    assert "backend" not in compile_quantum(spec(queue=None))
+    assert "backend" not in compile_job(spec(queue=None))
     with pytest.raises(SpecError, match="queue: name the device.*available: ibm_kingston, ibm_paused, ibm_small"):
         stub.client().check(spec(queue=None))
 
@@ -465,7 +474,7 @@ def test_find_many_asks_by_tag_one_identity_alone_and_several_through_the_bridge
 
 
 def test_list_pages_through_the_jobs_and_lets_the_service_filter_pending(stub, monkeypatch):
-    monkeypatch.setattr(quantum, "PAGE_SIZE", 2)
+    monkeypatch.setattr(quantum_client, "PAGE_SIZE", 2)
     client = stub.client()
     ids = [client.submit(spec(identity="j%d" % n)) for n in range(5)]
     stub.jobs[ids[0]]["state"] = {"status": "Completed"}
@@ -583,7 +592,7 @@ def test_npy_that_is_no_number_array_is_refused(data, message):
 
 
 def test_a_decompression_bomb_is_refused(monkeypatch):
-    monkeypatch.setattr(_runtime_results, "MAX_DECODED_BYTES", 1000)
+    monkeypatch.setattr(quantum_results, "MAX_DECODED_BYTES", 1000)
     with pytest.raises(ValueError, match="more than 1000 bytes"):
         decode_ndarray(ndarray_tag("|u1", (5000,), b"\x00" * 5000)["__value__"])
 
@@ -688,7 +697,7 @@ def test_jobs_recorded_from_the_simulator(case, phase, failure_class, end_time):
 
 
 def test_a_job_list_recorded_from_the_simulator():
-    jobs, count = quantum._job_list(recorded("quantum", "simulator", "jobs_by_tag")["body"])
+    jobs, count = _job_list(recorded("quantum", "simulator", "jobs_by_tag")["body"])
     assert len(jobs) == count and all(job["identity"] for job in jobs)
 
 
@@ -705,12 +714,12 @@ def test_results_recorded_from_the_simulator():
 
 
 def test_devices_status_and_usage_recorded_from_the_simulator():
-    devices = quantum._devices(recorded("quantum", "simulator", "backends")["body"])
+    devices = _devices(recorded("quantum", "simulator", "backends")["body"])
     assert [(device["name"], device["status"]) for device in devices] == [
         ("ibm_manila", "online"), ("ibm_nairobi", "online"), ("ibm_lima", "paused")]
-    status = quantum.normalize_status("ibm_lima", recorded("quantum", "simulator", "backend_status_paused")["body"])
+    status = normalize_status("ibm_lima", recorded("quantum", "simulator", "backend_status_paused")["body"])
     assert (status["operational"], status["status_message"]) == (False, "maintenance")
-    assert quantum.normalize_usage(recorded("quantum", "simulator", "usage")["body"])["limit_reached"] is False
+    assert normalize_usage(recorded("quantum", "simulator", "usage")["body"])["limit_reached"] is False
 
 
 @pytest.mark.parametrize("verb, method, path, case, error, text", [
@@ -739,24 +748,24 @@ def test_cancel_and_a_wrong_key_recorded_from_the_simulator(stub):
 def test_a_results_summary_keeps_the_most_frequent_outcomes_and_bounded_values():
     counts = dict((format(n, "05b"), n + 1) for n in range(20))
     sampler = {"pubs": [{"data": {"meas": {"num_bits": 5, "shape": [], "shots": 210, "counts": counts}}}]}
-    summary = _runtime_results.summarize_results(sampler, outcomes=3)
+    summary = summarize_results(sampler, outcomes=3)
     assert summary == {"pubs": [{"registers": {"meas": {"shots": 210, "outcomes": 20,
                                                         "counts": {"10011": 20, "10010": 19, "10001": 18}}}}],
                        "truncated": True}
     estimator = {"pubs": [{"data": {"evs": [[0.5, -0.25], [1.0, 0.0]], "stds": [[0.1, 0.1], [0.0, 0.2]]}},
                           {"data": {"evs": 0.75, "stds": 0.01}}]}
-    summary = _runtime_results.summarize_results(estimator, values=3)
+    summary = summarize_results(estimator, values=3)
     assert summary["pubs"] == [{"evs": [0.5, -0.25, 1.0], "stds": [0.1, 0.1, 0.0], "shape": [2, 2]},
                                {"evs": [0.75], "stds": [0.01], "shape": []}]
     assert summary["truncated"] is True
-    first = _runtime_results.summarize_results(estimator, pubs=1)
+    first = summarize_results(estimator, pubs=1)
     assert first["pubs"] == [{"evs": [0.5, -0.25, 1.0, 0.0], "stds": [0.1, 0.1, 0.0, 0.2], "shape": [2, 2]}]
     assert first["truncated"] is True
 
 
 def test_a_results_summary_of_what_qiskit_ibm_runtime_encoded():
     decoded = decode_results(recorded("quantum", "runtime_encoder", "results_estimator_qiskit")["body"], max_bitstrings=0)
-    assert _runtime_results.summarize_results(decoded) == {
+    assert summarize_results(decoded) == {
         "pubs": [{"evs": [1.0, 1.0, -0.02], "stds": [0.0, 0.0, 0.04998999899979995], "shape": [3]}], "truncated": False}
 
 

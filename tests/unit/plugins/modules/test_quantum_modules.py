@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ansible_collections.bridge.hpc.plugins.module_utils.quantum import QuantumClient
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.client import QuantumClient
 from ansible_collections.bridge.hpc.plugins.modules import job, job_info, jobs, quantum_backend_info, quantum_job, quantum_job_info
 
 from module_runner import Fail, run

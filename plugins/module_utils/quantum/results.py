@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: Bridge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Qiskit Runtime results as plain data, without qiskit or numpy. Internal to this collection.
+"""Qiskit Runtime results as plain data, without qiskit or numpy.
 
 GET /jobs/{id}/results comes in one of two encodings. Without support_qiskit the service sends
 plain JSON: a register's shots as hex strings. qiskit_ibm_runtime's RuntimeEncoder (what the
