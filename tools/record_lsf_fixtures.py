@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec  # noqa: E402
-from ansible_collections.bridge.hpc.plugins.module_utils.lsf import LsfClient  # noqa: E402
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import LsfClient  # noqa: E402
 from simulators.lsf_pac import LsfPacSimulator  # noqa: E402
 
 OUT = REPO / "tests" / "unit" / "fixtures" / "lsf" / "simulator"
