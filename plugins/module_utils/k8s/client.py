@@ -55,7 +55,12 @@ from ansible_collections.bridge.hpc.plugins.module_utils.k8s.compile import (
     identity_hash,
     one_task,
 )
-from ansible_collections.bridge.hpc.plugins.module_utils.k8s.fit import check_fits, nominal_quota, normalize_local_queue, normalize_node
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.fit import (
+    check_fits,
+    nominal_quota,
+    normalize_local_queue,
+    normalize_node,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils.k8s.states import newest_pod, normalize_job
 
 

@@ -23,10 +23,31 @@ import re
 import time
 from xml.sax.saxutils import escape
 
-from ansible_collections.bridge.hpc.plugins.module_utils._backend import Backend, ShapeError, newest_by_identity, select, status_phrase, with_launcher
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed, ConnectionFailed, NotFound, Rejected, ServerError, SpecError, Timeout
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
+    Backend,
+    ShapeError,
+    newest_by_identity,
+    select,
+    status_phrase,
+    with_launcher,
+)
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
+    AuthFailed,
+    ConnectionFailed,
+    NotFound,
+    Rejected,
+    ServerError,
+    SpecError,
+    Timeout,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
-from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import error_text, parse_answer, records, text_of, unwrap
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import (
+    error_text,
+    parse_answer,
+    records,
+    text_of,
+    unwrap,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.compile import compile_job, job_slots, multipart_body
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.fit import check_fits, normalize_host, normalize_queue
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.states import normalize_job

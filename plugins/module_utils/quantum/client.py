@@ -72,7 +72,11 @@ from ansible_collections.bridge.hpc.plugins.module_utils.quantum.fit import (
     normalize_usage,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum.qasm import qasm_problem
-from ansible_collections.bridge.hpc.plugins.module_utils.quantum.results import DEFAULT_MAX_BITSTRINGS, decode_results, summarize_results
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.results import (
+    DEFAULT_MAX_BITSTRINGS,
+    decode_results,
+    summarize_results,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum.states import iso_time, normalize_job
 
 

@@ -14,10 +14,28 @@ __metaclass__ = type
 
 import json
 
-from ansible_collections.bridge.hpc.plugins.module_utils._backend import Backend, ShapeError, items, status_phrase, with_launcher
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import AlreadyExists, AuthFailed, BridgeError, NotFound, Rejected, SpecError
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
+    Backend,
+    ShapeError,
+    items,
+    status_phrase,
+    with_launcher,
+)
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
+    AlreadyExists,
+    AuthFailed,
+    BridgeError,
+    NotFound,
+    Rejected,
+    SpecError,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
-from ansible_collections.bridge.hpc.plugins.module_utils.ray.compile import METADATA_REQUEST, compile_job, one_driver, package
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.compile import (
+    METADATA_REQUEST,
+    compile_job,
+    one_driver,
+    package,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.fit import check_fits, normalize_node, used_and_total
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.states import normalize_job, string_field
 

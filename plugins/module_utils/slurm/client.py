@@ -39,7 +39,11 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import IDEMPOTENT_METHODS, Transport
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.accounting import LOOKUP_WINDOW_DAYS, job_comment, query
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.compile import LEGACY_VERSIONS, SRUN_OPTIONS, compile_job
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm.fit import check_fits, normalize_node, normalize_partition
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.fit import (
+    check_fits,
+    normalize_node,
+    normalize_partition,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import (
     at_path,
     ended_of,

@@ -13,7 +13,13 @@ import re
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import format_minutes
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import at_path, number, required_name, state_list, text
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import (
+    at_path,
+    number,
+    required_name,
+    state_list,
+    text,
+)
 
 
 NODE_UNUSABLE = ("DOWN", "DRAIN", "DRAINED", "DRAINING", "NOT_RESPONDING", "FUTURE", "FAIL", "UNKNOWN")

@@ -12,7 +12,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import TERMINAL_PHASES, ShapeError, rfc3339
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm.accounting import EXIT_CODE_UNRELIABLE, accounting_fields, live_shape
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.accounting import (
+    EXIT_CODE_UNRELIABLE,
+    accounting_fields,
+    live_shape,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.compile import TAG_PREFIX
 
 

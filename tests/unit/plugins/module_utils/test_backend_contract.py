@@ -22,12 +22,12 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from ansible_collections.bridge.hpc.plugins.module_utils.quantum.states import normalize_job as quantum_normalize_job
 from ansible_collections.bridge.hpc.plugins.module_utils.k8s.states import normalize_job as k8s_normalize_job
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import records as lsf_records
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.states import normalize_job as lsf_normalize_job
-from ansible_collections.bridge.hpc.plugins.module_utils.ray import states as ray_states
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm import states as slurm_states
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.states import normalize_job as quantum_normalize_job
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.states import normalize_job as ray_normalize_job
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import normalize_job as slurm_normalize_job
 
 from fake_backend import FakeBackend
 from recorded import FIXTURES, recorded
@@ -58,8 +58,8 @@ def fake_jobs():
 # Jobs of each backend as its normalizer makes them from real answers. A new backend adds its own.
 SAMPLES = {
     "slurm": lambda: [job for version in ("v0.0.38", "v0.0.40", "v0.0.42", "v0.0.45")
-                      for job in recorded_jobs("slurm", version, slurm_states.normalize_job, key="jobs")],
-    "ray": lambda: recorded_jobs("ray", "2.60.0", ray_states.normalize_job),
+                      for job in recorded_jobs("slurm", version, slurm_normalize_job, key="jobs")],
+    "ray": lambda: recorded_jobs("ray", "2.60.0", ray_normalize_job),
     # From the PAC simulator (tests/simulators/lsf_pac.py), not a real Application Center.
     "lsf": lambda: [lsf_normalize_job(native) for body in recorded_jobs("lsf", "simulator", lambda body: body)
                     for native in lsf_records(body, "job", "jobs")],
