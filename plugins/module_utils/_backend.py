@@ -431,9 +431,27 @@ class Backend(object):
             return self.decoded(read, response, endpoint, verb, obj, ident)
         return self.answer(response, endpoint, verb, obj, ident)
 
-    def send(self, method, path, verb, obj, ident, **request):
-        """The response to one request, with whatever credentials the manager wants on it."""
-        return self.transport.request(method, path, verb=verb, obj=obj, ident=ident, **request)
+    def send(self, method, path, verb, obj, ident, headers=None, **request):
+        """The response to one request, with the headers of credentials() on it; sent once more
+        when renew() says the manager refused those and new ones are to be had: a request whose
+        credentials were refused was not carried out, so not even a submit is duplicated so."""
+        for attempt in (1, 2):
+            sent = dict(self.credentials(), **(headers or {}))
+            response = self.transport.request(method, path, headers=sent or None, verb=verb, obj=obj, ident=ident,
+                                              **request)
+            if attempt == 2 or not self.renew(response):
+                return response
+        raise AssertionError("unreachable: the second attempt returns")
+
+    def credentials(self):
+        """The headers that carry this client's credentials on a request; none where the transport
+        sends them with every request (a fixed token)."""
+        return {}
+
+    def renew(self, response):
+        """Whether `response` refused the credentials, which are forgotten then, so that
+        credentials() gets new ones (a session expired, a token was revoked)."""
+        return False
 
     def refuse(self, response, verb, obj, ident):
         """Raise the typed error of an error answer; each manager says why in its own way."""

@@ -125,26 +125,18 @@ class LsfClient(Backend):
         """The request as sent, under the context root: "GET /platform/ws/jobs/101"."""
         return "%s %s%s" % (method, CONTEXT_ROOT.sub("", self.url), path)
 
-    def send(self, method, path, verb, obj, ident, content_type=None, **request):
-        """One request with the session's cookie; logs on first, and once more when PAC refuses
-        the token.
+    def credentials(self):
+        """The session's cookie; logs on first, and again once its token has expired."""
+        if self._cookie is None or (self._expires and self.clock() >= self._expires):
+            self.logon()
+        return {"Cookie": self._cookie}
 
-        A refused token means the request was not carried out, so sending it again after a new
-        logon cannot duplicate it, even for a submit.
-        """
-        for attempt in (1, 2):
-            if self._cookie is None or (self._expires and self.clock() >= self._expires):
-                self.logon()
-            headers = {"Cookie": self._cookie}
-            if content_type:
-                headers["Content-Type"] = content_type
-            response = self.transport.request(method, path, headers=headers, verb=verb, obj=obj, ident=ident,
-                                              **request)
-            if response.status_code in (401, 403) and attempt == 1:
-                self._cookie = None
-                continue
-            break
-        return response
+    def renew(self, response):
+        """PAC refuses an expired or revoked token with 401 or 403: log on again."""
+        if response.status_code in (401, 403):
+            self._cookie = None
+            return True
+        return False
 
     def answer(self, response, endpoint, verb, obj, ident):
         """The body of a successful answer, XML or JSON, as parse_answer reads it."""
@@ -213,7 +205,7 @@ class LsfClient(Backend):
         content_type, body = multipart_body(self.render(spec))
         try:
             return self.call("POST", "/ws/jobs/submit", "submit", "job", spec["name"], parse=_submitted_id,
-                             content=body, content_type=content_type, idempotent=False)
+                             content=body, headers={"Content-Type": content_type}, idempotent=False)
         except (ConnectionFailed, Timeout) as lost:
             return self.found_after_lost_submit(spec, lost)
 
@@ -241,13 +233,14 @@ class LsfClient(Backend):
             try:
                 message = self.call("POST", "/ws/jobs/kill", "cancel", "job", job_id, parse=_message,
                                     content=("ids=%s" % job_id).encode(), idempotent=True,
-                                    content_type="application/x-www-form-urlencoded")
+                                    headers={"Content-Type": "application/x-www-form-urlencoded"})
             except (NotFound, ServerError) as exc:
                 if exc.status not in (404, 405, 501) or _BKILL_NO_JOB.search(exc.reason):
                     raise
                 command = "<UserCmd><cmd>bkill %s</cmd></UserCmd>" % escape(job_id)
                 message = self.call("POST", "/ws/userCmd", "cancel", "job", job_id, parse=_message,
-                                    content=command.encode(), content_type="application/xml", idempotent=True)
+                                    content=command.encode(), headers={"Content-Type": "application/xml"},
+                                    idempotent=True)
         except (Rejected, ServerError) as exc:
             # Some refusals of a kill only say the job has finished, which is what cancel wants.
             if _BKILL_FINISHED.search(exc.reason):

@@ -352,20 +352,18 @@ class QuantumClient(Backend):
             self.authenticate()
         return self._token
 
-    def send(self, method, path, verb, obj, ident, **request):
-        """One request with the bearer token and the instance's CRN. A 401 renews the token once: a
-        refused token means nothing was done, so sending the request again cannot duplicate it,
-        even a submit."""
+    def credentials(self):
+        """The bearer token, traded for the API key when there is none or it is due for renewal,
+        and the instance's CRN."""
         self._missing_credentials()
-        for attempt in (1, 2):
-            headers = {"Authorization": "Bearer %s" % self._bearer(), "Service-CRN": self.service_crn}
-            response = self.transport.request(method, path, headers=headers, verb=verb, obj=obj, ident=ident,
-                                              **request)
-            if response.status_code == 401 and attempt == 1:
-                self._token = None
-                continue
-            break
-        return response
+        return {"Authorization": "Bearer %s" % self._bearer(), "Service-CRN": self.service_crn}
+
+    def renew(self, response):
+        """A 401 refused the token (expired before its renewal time, or revoked): trade again."""
+        if response.status_code == 401:
+            self._token = None
+            return True
+        return False
 
     def _reason(self, response, transport):
         try:
