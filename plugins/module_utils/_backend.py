@@ -419,9 +419,10 @@ class Backend(object):
         """The request as messages name it: "GET /jobs"."""
         return "%s %s" % (method, path)
 
-    def exchange(self, method, path, endpoint, verb, obj, ident, missing=REFUSE, read=None, **request):
-        """The body of a successful answer (read(response), else its JSON); refuse() raises the
-        typed error of any other but a 404 that `missing` stands for."""
+    def exchange(self, method, path, endpoint, verb, obj, ident, missing=REFUSE, **request):
+        """The body of a successful answer (request's read(response), else its JSON); refuse()
+        raises the typed error of any other but a 404 that `missing` stands for."""
+        read = request.pop("read", None)
         response = self.send(method, path, verb, obj, ident, **request)
         if missing is not REFUSE and response.status_code == 404:
             return missing

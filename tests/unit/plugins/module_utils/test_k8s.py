@@ -35,8 +35,8 @@ def spec(**params):
 
 def test_render_is_byte_exact():
     rendered = compile_job(spec(name="step-one", environment={"B": 2, "A": "x y"}, queue="team-a", qos="batch-low",
-                                    resources={"cpus_per_task": 2, "memory": "1G", "gpus": 1, "time_limit": "00:10:00"}),
-                               "research")
+                                resources={"cpus_per_task": 2, "memory": "1G", "gpus": 1, "time_limit": "00:10:00"}),
+                           "research")
     labels = {"bridge.dev/identity-hash": identity_hash("step:1"),
               "app.kubernetes.io/managed-by": "bridge", "kueue.x-k8s.io/queue-name": "team-a"}
     annotations = {"bridge.dev/identity": "step:1", "bridge.dev/name": "step-one"}
@@ -96,8 +96,8 @@ def test_the_interpreter_line_is_read_as_the_kernel_reads_it():
 
 def test_memory_per_cpu_is_multiplied_and_gpu_type_selects_nodes():
     job = compile_job(spec(resources={"cpus_per_task": 4, "memory_per_cpu": "512M", "gpus": 2, "gpu_type": "A100"},
-                               backend_options={"kubernetes": {"image": "i", "node_selector": {"zone": "a"}}}),
-                          "ns", gpu_resource="amd.com/gpu")["job"]["spec"]["template"]["spec"]
+                           backend_options={"kubernetes": {"image": "i", "node_selector": {"zone": "a"}}}),
+                      "ns", gpu_resource="amd.com/gpu")["job"]["spec"]["template"]["spec"]
     assert job["containers"][0]["resources"]["limits"] == {"cpu": "4", "memory": "2048Mi", "amd.com/gpu": "2"}
     assert job["nodeSelector"] == {"zone": "a", "nvidia.com/gpu.product": "A100"}
 
