@@ -434,8 +434,9 @@ class Backend(object):
 
     def send(self, method, path, verb, obj, ident, headers=None, **request):
         """The response to one request, with the headers of credentials() on it; sent once more
-        when renew() says the manager refused those and new ones are to be had: a request whose
-        credentials were refused was not carried out, so not even a submit is duplicated so."""
+        when renew() says the manager refused those and new ones are to be had. A request whose
+        credentials were refused was not carried out, so sending it again duplicates nothing, not
+        even a submit."""
         for attempt in (1, 2):
             sent = dict(self.credentials(), **(headers or {}))
             response = self.transport.request(method, path, headers=sent or None, verb=verb, obj=obj, ident=ident,
