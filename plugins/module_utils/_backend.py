@@ -28,7 +28,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     Unsupported,
     error_for_status,
 )
-from ansible_collections.bridge.hpc.plugins.module_utils._spec import require_program
+from ansible_collections.bridge.hpc.plugins.module_utils._spec import refuse_unsupported, require_program
 
 # Every normalized job has at least these keys; backends may add their own (partition, nodes, ...).
 JOB_KEYS = ("job_id", "name", "identity", "phase", "terminal", "native_state", "reason", "exit_code",
@@ -37,16 +37,10 @@ PHASES = ("queued", "running", "completed", "failed", "cancelled")
 TERMINAL_PHASES = ("completed", "failed", "cancelled")
 FAILURE_CLASSES = ("timeout", "out_of_memory", "node_failure", "cancelled", "non_zero_exit", "rejected", "preempted")
 
-# What a backend may declare it can do, beyond the verbs every backend has.
+# What a backend may declare it can do, beyond the verbs every backend has. Which job spec fields
+# a backend honours is not a capability: the field table (_fields.py) says it, field by field.
 CAPABILITY_DOCS = {
     "api_versions": "speaks several versions of its manager's API and discovers which one is served",
-    "queues": "places jobs in named queues or partitions (spec queue)",
-    "accounts": "charges jobs to accounts and QOS (spec account, qos)",
-    "constraints": "selects nodes by feature (spec constraints)",
-    "multi_node": "runs one job on several nodes and tasks (nodes, tasks, tasks_per_node)",
-    "gpu_type": "selects GPUs by type (resources.gpu_type)",
-    "memory_per_cpu": "reserves memory per CPU (resources.memory_per_cpu)",
-    "output_paths": "writes the job's stdout and stderr where the spec says, in a working directory it names",
     "signal": "cancels with a chosen signal",
     "logs": "returns a job's output through its API (the logs verb)",
     "token_auth": "authenticates with a bearer token (JWT or API token)",
@@ -485,6 +479,14 @@ def interpreter(script):
     if not line:
         raise SpecError("script", "the #! line names no interpreter")
     return line.split(None, 1)
+
+
+def compilable(backend, spec):
+    """The spec as `backend` compiles it, the first thing every render() does: a field the backend
+    refuses is refused, naming it, with the field table's reason (_spec.refuse_unsupported), and
+    each $(LAUNCHER) is replaced (with_launcher)."""
+    refuse_unsupported(spec, backend)
+    return with_launcher(backend, spec)
 
 
 def with_launcher(backend, spec):

@@ -111,14 +111,6 @@ def _positive(resources, key):
     return value
 
 
-def one_task_only(resources, what, hint):
-    """SpecError naming the first of nodes, tasks and tasks_per_node that asks for more than one, for
-    a backend whose job is one task on one node (`what` says why, `hint` where more comes from)."""
-    for field in ("nodes", "tasks", "tasks_per_node"):
-        if resources[field] not in (None, 1):
-            raise SpecError("resources.%s" % field, "%s (allowed: 1 or unset), got %d; %s" % (what, resources[field], hint))
-
-
 def require_program(script):
     """SpecError unless `script` is a program: text whose first line is an interpreter line."""
     if script is None or script.strip() == "":

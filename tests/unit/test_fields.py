@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import CAPABILITY_DOCS
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._fields import BY_NAME, FIELDS, RESOURCES_PREFIX, argument_spec, leaf
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
@@ -114,3 +115,9 @@ def test_generated_docs_and_crd_are_what_the_table_says():
     check = subprocess.run([sys.executable, os.path.join(REPO, "tools", "generate_spec.py"), "--check"],
                            capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stderr
+
+
+def test_capabilities_do_not_repeat_the_table():
+    """What spec fields a backend honours is the table's to say, not a capability's."""
+    names = set(field.name for field in FIELDS) | set(leaf(field) for field in FIELDS)
+    assert not names & set(CAPABILITY_DOCS)

@@ -27,12 +27,12 @@ import time
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     Backend,
     ShapeError,
+    compilable,
     items,
     newest_by_identity,
     not_json,
     select,
     status_phrase,
-    with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AlreadyExists,
@@ -53,7 +53,6 @@ from ansible_collections.bridge.hpc.plugins.module_utils.k8s.compile import (
     CONTAINER,
     compile_job,
     identity_hash,
-    one_task,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils.k8s.fit import (
     check_fits,
@@ -106,7 +105,7 @@ class K8sClient(Backend):
     CREDENTIALS = ("kubeconfig_content",)
     SECRETS = ("kubeconfig_content",)
     SECRET_KEYS = {"kubeconfig_content": "kubeconfig"}
-    CAPABILITIES = frozenset(["queues", "gpu_type", "memory_per_cpu", "logs", "preflight"])
+    CAPABILITIES = frozenset(["logs", "preflight"])
 
     @classmethod
     def from_options(cls, get):
@@ -281,12 +280,11 @@ class K8sClient(Backend):
 
     @classmethod
     def launcher(cls, spec):
-        """Nothing for the one task a Job's Pod runs; more tasks or nodes are refused naming the field."""
-        one_task(spec["resources"])
+        """Nothing for the one task a Job's Pod runs (the field table refuses more)."""
         return ""
 
     def render(self, spec):
-        return compile_job(with_launcher(self, spec), self.namespace, self.gpu_resource)
+        return compile_job(compilable(self, spec), self.namespace, self.gpu_resource)
 
     def check(self, spec):
         rendered = self.render(spec)

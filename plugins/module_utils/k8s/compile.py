@@ -16,7 +16,6 @@ import re
 
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import interpreter
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
-from ansible_collections.bridge.hpc.plugins.module_utils._spec import one_task_only
 
 
 DOMAIN = "bridge.dev"
@@ -54,12 +53,6 @@ JOB_OPTIONS = {
     "run_as_user": (int, "numeric user of the container (default 65532)"),
     "run_as_group": (int, "numeric group of the container (default 65532)"),
     "gpu_type_label": (str, "node label resources.gpu_type selects on (default nvidia.com/gpu.product)"),
-}
-UNSUPPORTED = {
-    "account": "Kubernetes has no accounts to charge; use a namespace (option namespace) or Kueue's LocalQueue (queue)",
-    "constraints": "use backend_options.kubernetes.node_selector",
-    "stdout": "a Pod's output goes to the Pod log API (k8s_job_info logs=true), not to a file",
-    "stderr": "a Pod's output goes to the Pod log API (k8s_job_info logs=true), not to a file",
 }
 
 
@@ -101,20 +94,10 @@ def _job_options(spec):
     return options
 
 
-def one_task(resources):
-    """SpecError naming the field unless the resources ask for one task on one node."""
-    one_task_only(resources, "a Kubernetes Job of Bridge runs one Pod with one container",
-                  "give cpus_per_task for more CPUs")
-
-
 def compile_job(spec, namespace, gpu_resource=DEFAULT_GPU_RESOURCE):
     """The ConfigMap and Job of a spec, as sent (`rendered`); pure."""
-    for field, why in sorted(UNSUPPORTED.items()):
-        if spec.get(field):
-            raise SpecError(field, "not supported by the Kubernetes backend: %s" % why)
     options = _job_options(spec)
     resources = spec["resources"]
-    one_task(resources)
     cpus = resources["cpus_per_task"]
     identity = spec["identity"]
     name = job_name(identity)

@@ -26,10 +26,10 @@ from xml.sax.saxutils import escape
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     Backend,
     ShapeError,
+    compilable,
     newest_by_identity,
     select,
     status_phrase,
-    with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
@@ -70,7 +70,7 @@ class LsfClient(Backend):
     ENV = dict(url=("LSF_PAC_URL",), user=("LSF_USER",), password=("LSF_PASSWORD",))
     CREDENTIALS = ("user", "password")
     SECRETS = ("password",)
-    CAPABILITIES = frozenset(["queues", "accounts", "multi_node", "gpu_type", "output_paths", "preflight"])
+    CAPABILITIES = frozenset(["preflight"])
 
     @classmethod
     def from_options(cls, get):
@@ -197,7 +197,7 @@ class LsfClient(Backend):
         return "blaunch"
 
     def render(self, spec):
-        return compile_job(with_launcher(self, spec))
+        return compile_job(compilable(self, spec))
 
     def submit(self, spec):
         """POST the job once through the generic template; never retried. If no answer arrives,

@@ -30,12 +30,6 @@ SCRIPT_FILE = "bridge_job.sh"
 COMMAND = "/bin/sh -c 'chmod u+x \"$LS_SUBCWD/%s\" && exec \"$LS_SUBCWD/%s\"'" % (SCRIPT_FILE, SCRIPT_FILE)
 
 
-# Spec fields with no bsub equivalent Bridge would stand behind.
-UNSUPPORTED = {
-    "qos": "LSF has no quality of service; use a queue or backend_options.lsf (-sla)",
-    "constraints": "LSF selects hosts with resource requirement strings; use backend_options.lsf "
-                   "with -R \"select[...]\" (and no other Bridge-compiled -R field)",
-}
 OPTION_PATTERN = re.compile(r"^-?[A-Za-z][A-Za-z0-9_]*$")
 # Options that would make the web service wait for the job or read a terminal.
 FORBIDDEN_OPTIONS = {"-I": "interactive", "-Ip": "interactive", "-Is": "interactive", "-K": "waits for the job"}
@@ -82,13 +76,7 @@ def _environment(spec):
 
 def bsub_options(spec):
     """[(option, value or None, spec field)] of the bsub options a spec compiles to."""
-    for field, why in UNSUPPORTED.items():
-        if spec.get(field):
-            raise SpecError(field, "not supported by the LSF backend: %s" % why)
     resources = spec["resources"]
-    if resources["memory_per_cpu_mb"]:
-        raise SpecError("resources.memory_per_cpu", "give resources.memory; Bridge sets LSF's job memory limit (-M) "
-                        "and reservation (rusage[mem]) from it")
     options = [("-J", spec["name"], "name"), ("-Jd", TAG_PREFIX + spec["identity"], "identity")]
     slots, span = job_slots(resources)
     requirements = []
@@ -115,6 +103,8 @@ def bsub_options(spec):
         options.append(("-W", str(resources["time_limit_minutes"]), "resources.time_limit"))
     if spec["account"]:
         options.append(("-P", spec["account"], "account"))
+    if spec["exclusive"]:
+        options.append(("-x", None, "exclusive"))
     if spec["stdout"]:
         options.append(("-o", spec["stdout"], "stdout"))
     if spec["stderr"]:

@@ -31,16 +31,16 @@ except ImportError:  # Python 2, which ansible-test still compiles module_utils 
     from urllib import quote, urlencode
 
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
-    TERMINAL_PHASES,
     Backend,
     ShapeError,
+    TERMINAL_PHASES,
     answer_summary,
+    compilable,
     decode,
     json_of,
     newest_by_identity,
     select,
     status_phrase,
-    with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
@@ -248,7 +248,7 @@ class QuantumClient(Backend):
     CREDENTIALS = ("api_key", "service_crn")
     SECRETS = ("api_key",)
     SECRET_KEYS = {"api_key": "apiKey", "service_crn": "serviceCrn"}
-    CAPABILITIES = frozenset(["queues", "logs", "token_auth", "preflight"])
+    CAPABILITIES = frozenset(["logs", "token_auth", "preflight"])
     SCRIPT = "OpenQASM 3 circuit"
 
     @classmethod
@@ -468,7 +468,7 @@ class QuantumClient(Backend):
                         "(shots in backend_options.quantum); remove it")
 
     def render(self, spec):
-        return compile_job(with_launcher(self, spec))
+        return compile_job(compilable(self, spec))
 
     def check(self, spec):
         """Refuse a job the service would refuse or never run: no such device (the error names those

@@ -26,20 +26,6 @@ SESSION_MODES = {"batch": "batch", "dedicated": "dedicated", "session": "dedicat
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
-# Spec fields that mean nothing to a primitive run on a QPU.
-UNSUPPORTED = {
-    "environment": "a primitive run has no environment; pass values as PUB parameter_values",
-    "working_directory": "a primitive run has no working directory",
-    "stdout": "results are read with bridge.hpc.quantum_job_info (results=true)",
-    "stderr": "the job log is read with bridge.hpc.quantum_job_info (logs=true)",
-    "account": "the instance is the service_crn connection option",
-    "qos": "IBM Quantum has no quality of service",
-    "constraints": "name the device with queue",
-}
-UNSUPPORTED_RESOURCES = {
-    "nodes": "nodes", "tasks": "tasks", "tasks_per_node": "tasks_per_node", "cpus_per_task": "cpus_per_task",
-    "gpus": "gpus", "gpu_type": "gpu_type", "memory_mb": "memory", "memory_per_cpu_mb": "memory_per_cpu",
-}
 OPTION_KEYS = ("primitive", "pubs", "shots", "precision", "options", "resilience_level", "session", "mode",
                "max_ttl", "log_level", "private")
 PUB_KEYS = ("circuit", "parameter_values", "shots", "observables", "precision")
@@ -267,13 +253,6 @@ def compile_job(spec):
     With backend_options.quantum.mode, submit first opens a session (POST /sessions) and adds its
     session_id to this body.
     """
-    for field, why in UNSUPPORTED.items():
-        if spec.get(field):
-            raise SpecError(field, "not supported by the quantum backend: %s" % why)
-    for key, name in UNSUPPORTED_RESOURCES.items():
-        if spec["resources"].get(key) is not None:
-            raise SpecError("resources.%s" % name, "not supported by the quantum backend: a primitive run "
-                            "asks for no classical resources; only resources.time_limit applies")
     options = _options(spec)
     primitive = options.get("primitive", "sampler")
     if primitive not in PRIMITIVES:

@@ -17,9 +17,9 @@ import json
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     Backend,
     ShapeError,
+    compilable,
     items,
     status_phrase,
-    with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AlreadyExists,
@@ -33,7 +33,6 @@ from ansible_collections.bridge.hpc.plugins.module_utils._transport import Trans
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.compile import (
     METADATA_REQUEST,
     compile_job,
-    one_driver,
     package,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.fit import check_fits, normalize_node, used_and_total
@@ -127,11 +126,10 @@ class RayClient(Backend):
     @classmethod
     def launcher(cls, spec):
         """Nothing: the entrypoint runs the script's command as the job's one driver process."""
-        one_driver(spec["resources"])
         return ""
 
     def render(self, spec):
-        return compile_job(with_launcher(self, spec))
+        return compile_job(compilable(self, spec))
 
     def upload_package(self, script):
         """PUT the script's working_dir package unless Ray has it; idempotent (content-addressed)."""
@@ -150,7 +148,7 @@ class RayClient(Backend):
 
     def submit(self, spec):
         """Upload the script, then POST the job once. A reused submission_id finds the existing job."""
-        spec = with_launcher(self, spec)
+        spec = compilable(self, spec)
         request = compile_job(spec)
         self.upload_package(spec["script"])
         try:

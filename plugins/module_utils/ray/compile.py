@@ -18,7 +18,6 @@ import zipfile
 
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import interpreter
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
-from ansible_collections.bridge.hpc.plugins.module_utils._spec import one_task_only
 
 
 SCRIPT_NAME = "bridge_job"
@@ -35,16 +34,6 @@ OPTION_KEYS = frozenset([
     "runtime_env", "metadata", "entrypoint_resources", "entrypoint_label_selector",
     "entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory",
 ])
-# Spec fields that mean nothing to a Ray driver: refusing them beats silently ignoring them.
-UNSUPPORTED = {
-    "queue": "Ray has no queues; place the driver with backend_options.ray.entrypoint_resources",
-    "account": "Ray has no accounts",
-    "qos": "Ray has no quality of service",
-    "constraints": "use backend_options.ray.entrypoint_label_selector or entrypoint_resources",
-    "working_directory": "a Ray job runs in its uploaded working_dir",
-    "stdout": "Ray keeps the driver log itself; read it with bridge.hpc.ray_job_info logs=true",
-    "stderr": "Ray keeps the driver log itself; read it with bridge.hpc.ray_job_info logs=true",
-}
 
 
 METADATA_IDENTITY = "bridge_identity"
@@ -71,24 +60,9 @@ def package(script):
     return content, "gcs://_ray_pkg_%s.zip" % hashlib.sha1(content).hexdigest()
 
 
-def one_driver(resources):
-    """SpecError naming the field unless the resources ask for one process on one node."""
-    one_task_only(resources, "a Ray job is one driver process",
-                  "ask for more inside the job (ray.remote tasks and actors)")
-
-
 def compile_job(spec):
     """The JobSubmitRequest for a spec; `rendered` in module results."""
-    for field, why in UNSUPPORTED.items():
-        if spec.get(field):
-            raise SpecError(field, "not supported by the Ray backend: %s" % why)
     resources = spec["resources"]
-    one_driver(resources)
-    if resources["gpu_type"]:
-        raise SpecError("resources.gpu_type", "Ray schedules GPUs by count; select a type with "
-                        "backend_options.ray.entrypoint_resources (e.g. accelerator_type:A100) or a label selector")
-    if resources["memory_per_cpu_mb"]:
-        raise SpecError("resources.memory_per_cpu", "Ray reserves driver memory as a whole; use resources.memory")
     options = dict(spec["backend_options"].get("ray") or {})
     unknown = sorted(set(options) - OPTION_KEYS)
     if unknown:

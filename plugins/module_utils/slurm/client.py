@@ -17,14 +17,14 @@ import re
 import time
 
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
-    REFUSE,
     Backend,
+    REFUSE,
     ShapeError,
+    compilable,
     items,
     newest_by_identity,
     select,
     status_phrase,
-    with_launcher,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
@@ -133,10 +133,7 @@ class SlurmClient(Backend):
     EXCLUSIVE = (("token", "token_file"),)
     CREDENTIALS = ("user", "token")
     SECRETS = ("token",)
-    CAPABILITIES = frozenset([
-        "api_versions", "queues", "accounts", "constraints", "multi_node", "gpu_type", "memory_per_cpu",
-        "output_paths", "signal", "token_auth", "preflight",
-    ])
+    CAPABILITIES = frozenset(["api_versions", "signal", "token_auth", "preflight"])
 
     @classmethod
     def from_options(cls, get):
@@ -349,7 +346,7 @@ class SlurmClient(Backend):
         return " ".join(["srun"] + [option % resources[key] for option, key in SRUN_OPTIONS if resources[key]])
 
     def render(self, spec):
-        return compile_job(with_launcher(self, spec), self.api_version)
+        return compile_job(compilable(self, spec), self.api_version)
 
     def submit(self, spec):
         """Submit once; never retried blindly. If no answer arrives, look the identity up before

@@ -15,6 +15,8 @@ from ansible_collections.bridge.hpc.plugins.module_utils._spec import effective_
 
 # REST versions of Slurm 22.05 and older: flat numbers, the script beside the job.
 LEGACY_VERSIONS = ("v0.0.36", "v0.0.37", "v0.0.38")
+# REST versions whose job takes `exclusive` as a list of flags; from v0.0.42 on it is `shared`.
+EXCLUSIVE_FLAG_VERSIONS = ("v0.0.39", "v0.0.40", "v0.0.41")
 # A job's comment: this prefix and its identity.
 TAG_PREFIX = "bridge:"
 
@@ -32,6 +34,15 @@ def gpu_request(spec, legacy):
     if legacy:
         return "%s:%d" % (kind, resources["gpus"])
     return "gres/%s:%d" % (kind, resources["gpus"])
+
+
+def exclusive_request(api_version):
+    """sbatch --exclusive (whole nodes: no other job shares them) in the words of a REST version."""
+    if api_version in LEGACY_VERSIONS:
+        return {"exclusive": "exclusive"}
+    if api_version in EXCLUSIVE_FLAG_VERSIONS:
+        return {"exclusive": ["true"]}
+    return {"shared": ["none"]}
 
 
 def compile_job(spec, api_version):
@@ -72,6 +83,8 @@ def compile_job(spec, api_version):
             "time_limit": _nv(resources["time_limit_minutes"]),
             "tres_per_node": gpu_request(spec, False),
         })
+    if spec["exclusive"]:
+        job.update(exclusive_request(api_version))
     overrides = spec["backend_options"].get("slurm") or {}
     for reserved in ("comment", "script"):
         if reserved in overrides:

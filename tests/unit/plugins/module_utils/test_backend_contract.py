@@ -17,6 +17,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     JOB_KEYS,
     PHASES,
     Backend,
+    compilable,
     newest_by_identity,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
@@ -120,7 +121,8 @@ LAUNCHERS = {
     "slurm": ("srun", "srun -n 4 -N 2"),
     "lsf": ("", "blaunch"),
     "ray": ("", ("refused", "resources.nodes")),
-    "quantum": (("refused", "script"), ("refused", "script")),
+    # A primitive run has no tasks or nodes to ask for (the field table), nor a command to launch.
+    "quantum": (("refused", "script"), ("refused", "resources.nodes")),
     "kubernetes": ("", ("refused", "resources.nodes")),
     "fake": ("", ""),
 }
@@ -133,9 +135,10 @@ def test_every_backend_declares_its_launcher(name, backend):
     one = normalize_spec({"script": "#!/bin/sh\n$(LAUNCHER) true\n"})
     many = normalize_spec({"script": "#!/bin/sh\n$(LAUNCHER) true\n", "resources": {"tasks": 4, "nodes": 2}})
     for spec, expected in zip((one, many), LAUNCHERS[name]):
+        # What it cannot start, the field table refuses before the launcher (compilable) or the launcher does.
         if isinstance(expected, tuple):
             with pytest.raises(SpecError) as refused:
-                backend.launcher(spec)
+                compilable(backend, spec)
             assert refused.value.field == expected[1]
         else:
             assert backend.launcher(spec) == expected

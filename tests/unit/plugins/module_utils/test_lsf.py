@@ -11,7 +11,14 @@ import re
 import httpx
 import pytest
 
-from ansible_collections.bridge.hpc.plugins.module_utils._backend import CAPABILITY_DOCS, FAILURE_CLASSES, JOB_KEYS, PHASES, ShapeError
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
+    CAPABILITY_DOCS,
+    FAILURE_CLASSES,
+    JOB_KEYS,
+    PHASES,
+    ShapeError,
+    compilable,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
     BridgeError,
@@ -107,7 +114,7 @@ def test_tasks_nodes_and_cpus_are_slots_and_span(resources, n, span):
 ])
 def test_layouts_lsf_cannot_express_name_the_field(resources, field):
     with pytest.raises(SpecError) as err:
-        compile_job(spec(resources=resources))
+        compile_job(compilable(LsfClient, spec(resources=resources)))
     assert err.value.field == field
 
 
@@ -118,7 +125,7 @@ def test_layouts_lsf_cannot_express_name_the_field(resources, field):
 ])
 def test_unsupported_fields_are_refused_by_name(params, field):
     with pytest.raises(SpecError) as err:
-        compile_job(spec(**params))
+        compile_job(compilable(LsfClient, spec(**params)))
     assert err.value.field == field
 
 

@@ -4,8 +4,10 @@ import zipfile
 
 import pytest
 
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import compilable
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.compile import compile_job, package
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.fit import camel_case, check_fits
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.states import normalize_job
@@ -72,7 +74,7 @@ def test_backend_options_merge_runtime_env_and_resources():
 ])
 def test_what_ray_cannot_do_is_refused_naming_the_field(params, field):
     with pytest.raises(SpecError) as err:
-        compile_job(spec(**params))
+        compile_job(compilable(RayClient, spec(**params)))
     assert err.value.field == field
 
 
