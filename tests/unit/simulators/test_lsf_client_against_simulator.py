@@ -47,6 +47,13 @@ def test_a_byte_exact_script_runs_and_its_exit_code_comes_back(client, tmp_path)
     assert _jobs.ensure_present(client, spec)["changed"] is False
 
 
+def test_an_exclusive_job_reaches_lsf_as_bsub_x(client, lsf_pac):
+    spec = normalize_spec({"script": "#!/bin/bash\ntrue\n", "identity": "agree-x", "exclusive": True}, client)
+    job_id = client.submit(spec)
+    assert lsf_pac["simulator"].cluster.jobs[int(job_id)].options.get("-x") is True
+    assert wait_terminal(client, job_id)["phase"] == "completed"
+
+
 def test_cancel_finds_the_job_by_identity_and_kills_it(client):
     spec = normalize_spec({"script": "#!/bin/bash\nsleep 60\n", "identity": "agree-2"})
     _jobs.ensure_present(client, spec)
