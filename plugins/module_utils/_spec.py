@@ -18,11 +18,22 @@ import math
 import re
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
-from ansible_collections.bridge.hpc.plugins.module_utils._fields import FIELDS, argument_spec, is_set, refusal, value_of
+from ansible_collections.bridge.hpc.plugins.module_utils._fields import (
+    FIELDS,
+    TOP_FIELDS,
+    argument_spec,
+    is_set,
+    refusal,
+    value_of,
+)
 
 # The Ansible argument spec of a job; modules extend it with their connection and state options.
 JOB_SPEC_OPTIONS = argument_spec()
 RESOURCE_OPTIONS = JOB_SPEC_OPTIONS["resources"]["options"]
+# The top-level text fields whose normalized value is the value given, or None: all but those
+# normalize_spec checks itself.
+TEXT_KEYS = tuple(field.name for field in TOP_FIELDS
+                  if field.option["type"] == "str" and field.name not in ("script", "name", "identity"))
 # The fields of the spec as Bridge 0.1.0 hashed them into derived identities (legacy_identities).
 LEGACY_TOP_KEYS = ("script", "name", "environment", "working_directory", "stdout", "stderr", "queue", "account", "qos",
                    "constraints", "resources", "backend_options")
@@ -200,10 +211,6 @@ def normalize_spec(params, backend=None):
     if spec["name"] is None:
         spec["name"] = spec["identity"]
     return spec
-
-
-# Text fields whose normalized value is the value given, or None.
-TEXT_KEYS = ("working_directory", "stdout", "stderr", "queue", "account", "qos", "constraints")
 
 
 def refuse_unsupported(spec, backend):
