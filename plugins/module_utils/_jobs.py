@@ -134,8 +134,11 @@ def first_found(found, spec):
 
 
 def find_existing(client, spec):
-    """The job a spec already has, under its identity or an alias: one lookup."""
+    """The job a spec already has, under its identity or an alias: one lookup, by the backend's
+    find when there is one identity (some read a job by its id there, not a list)."""
     identities, names = lookup_keys(spec)
+    if len(identities) == 1:
+        return client.find(identities[0], name=names[0])
     return first_found(client.find_many(identities, names=names), spec)
 
 

@@ -42,6 +42,10 @@ from ansible_collections.bridge.hpc.plugins.module_utils.ray.states import norma
 MANAGER = "Ray"
 
 
+# Up to this many identities are looked up by id (a request each) rather than by listing every job
+# the cluster keeps, which grows with the cluster's history.
+FEW_BY_ID = 4
+
 class RayClient(Backend):
     """Domain verbs over the Ray dashboard's Jobs API."""
 
@@ -187,11 +191,15 @@ class RayClient(Backend):
                 and (not phases or job["phase"] in phases)]
 
     def find_many(self, identities, names=None):
-        """{identity: job} for those identities that have a job, from one list request.
+        """{identity: job} for those identities that have a job: a few are read by their ids, more
+        from one list request of every job the cluster keeps.
 
         The submission id is the identity, and Ray refuses to reuse one: there is never more than one.
         """
-        return dict((job["job_id"], job) for job in self.list(identities=identities))
+        wanted = list(dict.fromkeys(identities))
+        if len(wanted) <= FEW_BY_ID:
+            return dict((identity, job) for identity, job in ((i, self.find(i)) for i in wanted) if job is not None)
+        return dict((job["job_id"], job) for job in self.list(identities=wanted))
 
     def cancel(self, job_id):
         """Stop a job: SIGTERM, then SIGKILL after Ray's grace period. A finished job stays as it is."""
