@@ -40,11 +40,10 @@ from ansible_collections.bridge.hpc.plugins.module_utils.ray.states import norma
 
 
 MANAGER = "Ray"
-
-
 # Up to this many identities are looked up by id (a request each) rather than by listing every job
 # the cluster keeps, which grows with the cluster's history.
 FEW_BY_ID = 4
+
 
 class RayClient(Backend):
     """Domain verbs over the Ray dashboard's Jobs API."""
