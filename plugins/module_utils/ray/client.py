@@ -40,9 +40,6 @@ from ansible_collections.bridge.hpc.plugins.module_utils.ray.states import norma
 
 
 MANAGER = "Ray"
-# Up to this many identities are looked up by id (a request each) rather than by listing every job
-# the cluster keeps, which grows with the cluster's history.
-FEW_BY_ID = 4
 
 
 class RayClient(Backend):
@@ -190,15 +187,12 @@ class RayClient(Backend):
                 and (not phases or job["phase"] in phases)]
 
     def find_many(self, identities, names=None):
-        """{identity: job} for those identities that have a job: a few are read by their ids, more
-        from one list request of every job the cluster keeps.
+        """{identity: job} for those identities that have a job, from one list request (also the
+        poll's: one request per backend whatever the number of jobs).
 
         The submission id is the identity, and Ray refuses to reuse one: there is never more than one.
         """
-        wanted = list(dict.fromkeys(identities))
-        if len(wanted) <= FEW_BY_ID:
-            return dict((identity, job) for identity, job in ((i, self.find(i)) for i in wanted) if job is not None)
-        return dict((job["job_id"], job) for job in self.list(identities=wanted))
+        return dict((job["job_id"], job) for job in self.list(identities=identities))
 
     def cancel(self, job_id):
         """Stop a job: SIGTERM, then SIGKILL after Ray's grace period. A finished job stays as it is."""
