@@ -1,7 +1,10 @@
-"""List+watch of BridgeJobs into a local cache, resuming from the last resourceVersion, relisting on 410.
+"""List+watch of one resource (BridgeJobs, the backend objects, namespaces) into a local cache,
+resuming from the last resourceVersion, relisting on 410.
 
-The shape is client-go's reflector, written against `CustomObjectsApi` directly so that every
-apiserver fact it depends on is visible here:
+The shape is client-go's reflector (`Reflector`), written against the Python client's list calls
+directly so that every apiserver fact it depends on is visible here; `custom_objects` and
+`namespaces` make the one list call of a resource, and `BridgeJobWatcher` is the reflector of
+BridgeJobs:
 
 * LIST is paged (`limit` + `continue`); all pages are served from one snapshot whose
   resourceVersion the WATCH starts from. An expired continue token (410 while paging) restarts the
@@ -86,36 +89,60 @@ def _lines(response) -> Iterator[bytes]:
         yield buffer
 
 
-class BridgeJobWatcher:
-    """Keeps the controller's one cache of BridgeJobs in sync with the apiserver and reports every
-    change to `on_event`.
+def custom_objects(api, group: str, version: str, plural: str, namespace: Optional[str] = None):
+    """The list call of a custom resource through `api` (a `kubernetes.client.CustomObjectsApi`): of
+    one namespace, or of every namespace (and of a cluster-scoped resource) when `namespace` is None."""
+    if namespace:
+        return lambda **kwargs: api.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
+    return lambda **kwargs: api.list_cluster_custom_object(group, version, plural, **kwargs)
+
+
+def namespaces(core):
+    """The list call of core/v1 namespaces through `core` (a `kubernetes.client.CoreV1Api`).
+
+    CoreV1Api turns a list into model objects; the reflector works on the JSON as the apiserver
+    sends it (as CustomObjectsApi returns it), so a LIST is read unparsed and decoded here. A WATCH
+    is unparsed already (`_preload_content=False`)."""
+    def call(**kwargs):
+        if kwargs.get("watch"):
+            return core.list_namespace(**kwargs)
+        response = core.list_namespace(_preload_content=False, **kwargs)
+        return json.loads(response.data)
+    return call
+
+
+class Reflector:
+    """Keeps a cache of one resource in sync with the apiserver and reports every change to
+    `on_event`.
 
     `run()` blocks until `stop()`; `on_event(kind, obj)` is called from that thread, after the
     cache was updated, with kind ADDED, MODIFIED or DELETED (for DELETED, the last state known).
+    The cache's keys are "namespace/name" ("/name" for a cluster-scoped object).
     """
 
-    def __init__(self, api, on_event: EventHandler, namespace: Optional[str] = None,
+    def __init__(self, list_call, on_event: EventHandler, kind: str, api_version: str,
                  label_selector: Optional[str] = None, page_size: int = 500, watch_timeout: int = 300,
                  retry_base: float = 0.2, retry_cap: float = 30.0,
-                 transform: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
-                 group: str = GROUP, version: str = VERSION, plural: str = PLURAL):
-        """`api` is a `kubernetes.client.CustomObjectsApi`. `namespace` None watches all namespaces.
+                 transform: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None, name: Optional[str] = None):
+        """`list_call(**kwargs)` lists (or with watch=True watches) the resource: `custom_objects`
+        or `namespaces`. `kind` and `api_version` are set on listed items, which carry none.
 
         `label_selector` is passed to LIST and WATCH, so a controller started with `--selector`
         only ever sees (and caches) its shard. `watch_timeout` is the server-side `timeoutSeconds`
         of one WATCH; the client read timeout is a little longer, so a connection that went silent
-        without being closed (a half-open TCP connection) is noticed too.
+        without being closed (a half-open TCP connection) is noticed too. `name` names the resource
+        in logs (its plural).
         """
-        self.api = api
+        self.list_call = list_call
         self.on_event = on_event
-        self.namespace = namespace
+        self.kind, self.api_version = kind, api_version
+        self.plural = name or kind.lower()
         self.label_selector = label_selector
         self.page_size = page_size
         self.watch_timeout = watch_timeout
         self.retry_base = retry_base
         self.retry_cap = retry_cap
         self.transform = transform
-        self.group, self.version, self.plural = group, version, plural
         self._cache: Dict[str, Dict[str, Any]] = {}
         self._resource_version: Optional[str] = None  # None: the next step is a (re)list
         self._stopped = threading.Event()
@@ -188,9 +215,7 @@ class BridgeJobWatcher:
     def _call(self, **kwargs):
         if self.label_selector:
             kwargs["label_selector"] = self.label_selector
-        if self.namespace:
-            return self.api.list_namespaced_custom_object(self.group, self.version, self.namespace, self.plural, **kwargs)
-        return self.api.list_cluster_custom_object(self.group, self.version, self.plural, **kwargs)
+        return self.list_call(**kwargs)
 
     def _list(self) -> Tuple[List[Dict[str, Any]], str]:
         """Every object (all pages of one snapshot) and the snapshot's resourceVersion."""
@@ -229,8 +254,8 @@ class BridgeJobWatcher:
         for obj in items:
             # A list's items carry no apiVersion/kind (they are on the list); add them so that
             # listed and watched objects look alike to the handler.
-            obj.setdefault("apiVersion", "%s/%s" % (self.group, self.version))
-            obj.setdefault("kind", "BridgeJob")
+            obj.setdefault("apiVersion", self.api_version)
+            obj.setdefault("kind", self.kind)
             fresh[object_key(obj)] = self._slim(obj)
         with self._lock:
             previous = self._cache
@@ -319,6 +344,18 @@ class BridgeJobWatcher:
             self.on_event(kind, obj)
         except Exception:
             LOG.exception("handler of %s %s failed", kind, object_key(obj))
+
+
+class BridgeJobWatcher(Reflector):
+    """The controller's one cache of BridgeJobs."""
+
+    def __init__(self, api, on_event: EventHandler, namespace: Optional[str] = None,
+                 group: str = GROUP, version: str = VERSION, plural: str = PLURAL, **options):
+        """`api` is a `kubernetes.client.CustomObjectsApi`. `namespace` None watches all namespaces;
+        `options` are the Reflector's."""
+        super().__init__(custom_objects(api, group, version, plural, namespace), on_event, "BridgeJob",
+                         "%s/%s" % (group, version), name=plural, **options)
+        self.namespace = namespace
 
 
 def _interrupt(response) -> None:
