@@ -186,6 +186,12 @@ class Reflector:
                     LOG.info("watch of %s: HTTP 410 at resourceVersion %s; relisting", self.plural, self._resource_version)
                     self._resource_version = None
                     continue
+                if _http_status(error) == 404 and self._resource_version is None and not self._synced.is_set():
+                    # The resource is not served (its CRD is not installed): nothing of it exists,
+                    # so the cache is complete while empty, and the list is tried again below.
+                    LOG.warning("%s are not served by the apiserver (HTTP 404; is its CRD installed?); "
+                                "taking none until they are", self.plural)
+                    self._synced.set()
                 failures += 1
                 delay = self._backoff(failures)
                 LOG.warning("watch of %s failed (%s: %s); retrying in %.1fs from resourceVersion %s",

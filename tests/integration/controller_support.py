@@ -23,38 +23,50 @@ def free_port():
         return sock.getsockname()[1]
 
 
+def crds():
+    """The CRDs the controller serves: deploy/crd.yaml's BridgeJob and deploy/crd-backends.yaml's
+    BridgeBackend and ClusterBridgeBackend (a List)."""
+    import yaml
+
+    found = []
+    for name in ("crd.yaml", "crd-backends.yaml"):
+        with open(os.path.join(REPO, "deploy", name)) as handle:
+            doc = yaml.safe_load(handle)
+        found.extend(doc["items"] if doc["kind"] == "List" else [doc])
+    return found
+
+
 def install_crd(api_client, attempts=100):
-    """Create deploy/crd.yaml, or replace the one there with it, and wait, up to attempts tenths of
-    a second, until the apiserver serves it (Established).
+    """Create the CRDs (crds()), or replace the ones there with them, and wait, up to attempts tenths
+    of a second each, until the apiserver serves them (Established).
 
     Replaced, not kept: the apiserver is shared by every work tree, and one tree's CRD prunes the
     fields another tree's adds (an older CRD would drop spec.backend.iamUrl and status.results)."""
-    import yaml
     from kubernetes import client
 
-    with open(os.path.join(REPO, "deploy", "crd.yaml")) as handle:
-        body = yaml.safe_load(handle)
     extensions = client.ApiextensionsV1Api(api_client)
-    for attempt in range(5):
-        try:
-            extensions.create_custom_resource_definition(body)
-            break
-        except client.exceptions.ApiException as exc:
-            if exc.status != 409:
-                raise
-        current = extensions.read_custom_resource_definition(body["metadata"]["name"])
-        body["metadata"]["resourceVersion"] = current.metadata.resource_version
-        try:
-            extensions.replace_custom_resource_definition(body["metadata"]["name"], body)
-            break
-        except client.exceptions.ApiException as exc:
-            if exc.status != 409 or attempt == 4:
-                raise
-    for _attempt in range(attempts):
-        crd = extensions.read_custom_resource_definition("bridgejobs.bridge.dev")
-        if any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or [])):
-            break
-        time.sleep(0.1)
+    for body in crds():
+        for attempt in range(5):
+            try:
+                extensions.create_custom_resource_definition(body)
+                break
+            except client.exceptions.ApiException as exc:
+                if exc.status != 409:
+                    raise
+            current = extensions.read_custom_resource_definition(body["metadata"]["name"])
+            body["metadata"]["resourceVersion"] = current.metadata.resource_version
+            try:
+                extensions.replace_custom_resource_definition(body["metadata"]["name"], body)
+                break
+            except client.exceptions.ApiException as exc:
+                if exc.status != 409 or attempt == 4:
+                    raise
+    for body in crds():
+        for _attempt in range(attempts):
+            crd = extensions.read_custom_resource_definition(body["metadata"]["name"])
+            if any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or [])):
+                break
+            time.sleep(0.1)
 
 
 def slurm_namespace(core, name, slurm):

@@ -26,6 +26,7 @@ DEPLOY = os.path.join(REPO, "deploy")
 SCRIPT = os.path.join(REPO, "tools", "kube-control-plane.sh")
 GROUP, VERSION, PLURAL = "bridge.dev", "v1alpha1", "bridgejobs"
 CRD_NAME = "bridgejobs.bridge.dev"
+BACKEND_CRD_NAMES = ("bridgebackends.bridge.dev", "clusterbridgebackends.bridge.dev")
 CONTROLLER_NAMESPACE = "bridge-system"
 CONTROLLER_ACCOUNT = "bridge-controller"
 INVALID_SAMPLES = sorted(glob.glob(os.path.join(DEPLOY, "samples", "invalid", "*.yaml")))
@@ -159,18 +160,19 @@ def apply(dynamic, doc):
 def deployed(admin):
     """namespace.yaml, crd.yaml and rbac.yaml applied; the CRD established and served."""
     dynamic = DynamicClient(admin)
-    for name in ("namespace.yaml", "crd.yaml", "rbac.yaml"):
+    for name in ("namespace.yaml", "crd.yaml", "crd-backends.yaml", "rbac.yaml"):
         for doc in manifests(os.path.join(DEPLOY, name)):
             apply(dynamic, doc)
     extensions = client.ApiextensionsV1Api(admin)
-    deadline = time.time() + 30
-    while True:
-        crd = extensions.read_custom_resource_definition(CRD_NAME)
-        conditions = dict((c.type, c.status) for c in crd.status.conditions or [])
-        if conditions.get("Established") == "True":
-            break
-        assert time.time() < deadline, "CRD not Established: %s" % conditions
-        time.sleep(0.2)
+    for crd_name in (CRD_NAME,) + BACKEND_CRD_NAMES:
+        deadline = time.time() + 30
+        while True:
+            crd = extensions.read_custom_resource_definition(crd_name)
+            conditions = dict((c.type, c.status) for c in crd.status.conditions or [])
+            if conditions.get("Established") == "True":
+                break
+            assert time.time() < deadline, "CRD %s not Established: %s" % (crd_name, conditions)
+            time.sleep(0.2)
     return admin
 
 
@@ -606,8 +608,65 @@ def test_controller_cannot_do_what_it_does_not_need(controller, objects, namespa
     forbidden(mine.create_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, sample("ray.yaml", "BridgeJob"))
     pod = client.V1Pod(metadata=client.V1ObjectMeta(name="nope"), spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]))
     forbidden(client.CoreV1Api(controller).create_namespaced_pod, namespace, pod)
-    forbidden(client.CoreV1Api(controller).list_namespace)
+    # Namespaces are listed and watched (their labels, for namespaceSelector), never changed.
+    forbidden(client.CoreV1Api(controller).patch_namespace, namespace, {"metadata": {"labels": {"x": "y"}}})
+    forbidden(client.CoreV1Api(controller).create_namespace, {"metadata": {"name": "bridge-nope-%s" % uuid.uuid4().hex[:6]}})
     forbidden(client.RbacAuthorizationV1Api(controller).list_cluster_role)
+
+
+def test_controller_watches_backend_objects_and_writes_only_their_status(controller, deployed, namespace):
+    """The catalog lists and watches both kinds of backend object and the namespaces' labels; the
+    probe patches /status; the spec is the tenants' and the platform team's."""
+    admin, mine = client.CustomObjectsApi(deployed), client.CustomObjectsApi(controller)
+    name = "rbac-%s" % uuid.uuid4().hex[:6]
+    spec = {"type": "ray", "url": "http://ray.example.org:8265"}
+    admin.create_namespaced_custom_object(GROUP, VERSION, namespace, "bridgebackends",
+                                          {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "BridgeBackend",
+                                           "metadata": {"name": name}, "spec": spec})
+    admin.create_cluster_custom_object(GROUP, VERSION, "clusterbridgebackends",
+                                       {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "ClusterBridgeBackend",
+                                        "metadata": {"name": name}, "spec": spec})
+    try:
+        listed = mine.list_cluster_custom_object(GROUP, VERSION, "bridgebackends")
+        assert name in [item["metadata"]["name"] for item in listed["items"]]
+        assert name in [item["metadata"]["name"] for item in mine.list_cluster_custom_object(GROUP, VERSION, "clusterbridgebackends")["items"]]
+        seen = [event["object"]["metadata"]["name"] for event in watch.Watch().stream(
+            mine.list_cluster_custom_object, GROUP, VERSION, "clusterbridgebackends", timeout_seconds=1)]
+        assert name in seen
+        status = {"status": {"version": "2.40.0", "queueCount": 1}}
+        assert mine.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "bridgebackends", name, status)["status"]["version"] == "2.40.0"
+        assert mine.patch_cluster_custom_object_status(GROUP, VERSION, "clusterbridgebackends", name, status)["status"]["queueCount"] == 1
+        forbidden(mine.patch_namespaced_custom_object, GROUP, VERSION, namespace, "bridgebackends", name, {"spec": {"url": "http://x:1"}})
+        forbidden(mine.patch_cluster_custom_object, GROUP, VERSION, "clusterbridgebackends", name, {"spec": {"url": "http://x:1"}})
+        forbidden(mine.delete_cluster_custom_object, GROUP, VERSION, "clusterbridgebackends", name)
+        forbidden(mine.create_namespaced_custom_object, GROUP, VERSION, namespace, "bridgebackends",
+                  {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "BridgeBackend", "metadata": {"name": name + "x"}, "spec": spec})
+        core = client.CoreV1Api(controller)
+        assert namespace in [item.metadata.name for item in core.list_namespace().items]
+        [event for event in watch.Watch().stream(core.list_namespace, timeout_seconds=1)]
+    finally:
+        admin.delete_namespaced_custom_object(GROUP, VERSION, namespace, "bridgebackends", name)
+        admin.delete_cluster_custom_object(GROUP, VERSION, "clusterbridgebackends", name)
+
+
+def test_controller_reads_the_cluster_backends_secret_only_in_its_namespace(controller, deployed, namespace):
+    """A ClusterBridgeBackend's shared Secret and CA ConfigMap live in bridge-system: read by name
+    there, neither listed there nor read in a namespace of no tenant's (kube-system)."""
+    admin, core = client.CoreV1Api(deployed), client.CoreV1Api(controller)
+    name = "bridge-rbac-%s" % uuid.uuid4().hex[:6]
+    admin.create_namespaced_secret(CONTROLLER_NAMESPACE, client.V1Secret(metadata=client.V1ObjectMeta(name=name),
+                                                                          string_data={"token": "t"}))
+    admin.create_namespaced_config_map(CONTROLLER_NAMESPACE, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name),
+                                                                                 data={"ca.crt": "pem"}))
+    try:
+        assert core.read_namespaced_secret(name, CONTROLLER_NAMESPACE).data["token"]
+        assert core.read_namespaced_config_map(name, CONTROLLER_NAMESPACE).data["ca.crt"] == "pem"
+        forbidden(core.list_namespaced_secret, CONTROLLER_NAMESPACE)
+        forbidden(core.patch_namespaced_secret, name, CONTROLLER_NAMESPACE, {"stringData": {"token": "x"}})
+        forbidden(core.delete_namespaced_config_map, name, CONTROLLER_NAMESPACE)
+    finally:
+        admin.delete_namespaced_secret(name, CONTROLLER_NAMESPACE)
+        admin.delete_namespaced_config_map(name, CONTROLLER_NAMESPACE)
 
 
 def test_deployment_passes_server_side_dry_run_and_restricted_pod_security(deployed):

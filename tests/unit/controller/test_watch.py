@@ -334,3 +334,22 @@ def test_streams_that_end_at_once_and_empty_are_backed_off_not_spun_on():
     sleeps = watcher._stopped.sleeps
     assert len(sleeps) == 4
     assert 0.5 <= sleeps[0] <= 1 and 1 <= sleeps[1] <= 2 and 2 <= sleeps[2] <= 4 and 0.5 <= sleeps[3] <= 1
+
+
+def test_a_resource_that_is_not_served_counts_as_synced_and_empty_and_is_listed_again():
+    """A controller whose backend CRDs are not installed yet still becomes ready: nothing of them
+    exists. The list is tried again, so they are seen once installed."""
+    api = StubApi([bridgejob("a", 10)], 100, [StubResponse([])])
+    refusals = [ApiException(status=404, reason="Not Found")] * 2
+    serve = api._serve
+
+    def not_served_at_first(kwargs):
+        if not kwargs.get("watch") and refusals:
+            raise refusals.pop()
+        return serve(kwargs)
+
+    api._serve = not_served_at_first
+    watcher, seen = run_watcher(api)
+    assert watcher.wait_synced(0)
+    assert seen == [("ADDED", "team-a/a", "10")]
+    assert len(api.lists()) == 3  # two refused, then served
