@@ -79,12 +79,27 @@ class KubeApi:
             raise missing_key(namespace, name, key)
         return data[key]
 
-    def event(self, obj, reason, message, kind="Normal"):
+    def patch_backend_status(self, obj, status):
+        """Merge `status` into a BridgeBackend's or ClusterBridgeBackend's status. No resourceVersion:
+        the probe is the only writer of that status and computes all of it, and a spec edit since
+        the probe read the object (a new generation) is probed again at once anyway."""
         meta = obj["metadata"]
+        plural = {"BridgeBackend": "bridgebackends", "ClusterBridgeBackend": "clusterbridgebackends"}[obj["kind"]]
+        if meta.get("namespace"):
+            return self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, meta["namespace"], plural, meta["name"],
+                                                                     {"status": status})
+        return self.custom.patch_cluster_custom_object_status(GROUP, VERSION, plural, meta["name"], {"status": status})
+
+    def event(self, obj, reason, message, kind="Normal"):
+        """An event about `obj`: a BridgeJob, or any object that carries its kind and apiVersion (a
+        backend object). A cluster-scoped object's events go to namespace default, as the
+        apiserver's own do for Nodes."""
+        meta = obj["metadata"]
+        namespace = meta.get("namespace") or "default"
         body = self.client.CoreV1Event(
-            metadata=self.client.V1ObjectMeta(generate_name="%s." % meta["name"], namespace=meta["namespace"]),
+            metadata=self.client.V1ObjectMeta(generate_name="%s." % meta["name"], namespace=namespace),
             involved_object=self.client.V1ObjectReference(
-                api_version="%s/%s" % (GROUP, VERSION), kind="BridgeJob", name=meta["name"],
-                namespace=meta["namespace"], uid=meta["uid"], resource_version=meta.get("resourceVersion")),
+                api_version=obj.get("apiVersion") or "%s/%s" % (GROUP, VERSION), kind=obj.get("kind") or "BridgeJob",
+                name=meta["name"], namespace=meta.get("namespace"), uid=meta["uid"], resource_version=meta.get("resourceVersion")),
             reason=reason, message=message[:1000], type=kind, source=self.client.V1EventSource(component="bridge-controller"))
-        self.core.create_namespaced_event(meta["namespace"], body)
+        self.core.create_namespaced_event(namespace, body)

@@ -16,9 +16,11 @@ import sys
 import threading
 
 from bridge_controller import __version__, collection
+from bridge_controller.catalog import Catalog
 from bridge_controller.executor import Executor
 from bridge_controller.kube import KubeApi
 from bridge_controller.policy import Policy
+from bridge_controller.probe import Prober
 from bridge_controller.queue import ExponentialBackoff, WorkQueue, run_workers
 from bridge_controller.runner import AnsibleRunner
 from bridge_controller.watch import BridgeJobWatcher, without_managed_fields
@@ -26,6 +28,8 @@ from bridge_controller.watch import BridgeJobWatcher, without_managed_fields
 LOG = logging.getLogger("bridge_controller")
 STATUS_WRITERS = 8
 EVENT_WRITERS = 2
+# The catalog's three watches (backend objects of both kinds, namespaces) and the probes' status writes.
+CATALOG_CONNECTIONS = 3 + 4
 
 
 def parse_args(argv):
@@ -139,7 +143,7 @@ def main(argv=None):
     configuration = client.Configuration.get_default_copy()
     # Workers, status writers, the watch and the batch thread each hold a connection at times;
     # urllib3's default of 10 made it drop and reopen them under load ("pool is full").
-    configuration.connection_pool_maxsize = args.workers + STATUS_WRITERS + EVENT_WRITERS + 4
+    configuration.connection_pool_maxsize = args.workers + STATUS_WRITERS + EVENT_WRITERS + 4 + CATALOG_CONNECTIONS
     api_client = client.ApiClient(configuration)
     queue = WorkQueue(max_workers=args.workers, rate_limiter=ExponentialBackoff(base=args.retry_base, cap=args.retry_cap))
     standby = [action for action in args.standby.split(",") if action]
@@ -155,6 +159,10 @@ def main(argv=None):
     # cached BridgeJobs take 196 MiB with them, 84 MiB without).
     watcher = BridgeJobWatcher(client.CustomObjectsApi(api_client), observe,
                                namespace=args.namespace, label_selector=args.selector, transform=without_managed_fields)
+    # Backend objects: the catalog's watches and the probe thread (catalog.py, probe.py).
+    catalog = Catalog(client.CustomObjectsApi(api_client), client.CoreV1Api(api_client), namespace=args.namespace)
+    prober = Prober(catalog, KubeApi(api_client), args.policy, os.path.join(os.path.abspath(args.work_dir), "probe"),
+                    kubeconfig=args.kubeconfig and os.path.abspath(args.kubeconfig))
     executor = Executor(KubeApi(api_client), watcher, runner, queue, max_batch=args.max_batch,
                         batch_window=args.batch_window, status_writers=STATUS_WRITERS, event_writers=EVENT_WRITERS,
                         policy=args.policy)
@@ -168,10 +176,12 @@ def main(argv=None):
                  __version__, args.selector, ", ".join(args.allowed_backend_urls) or "any",
                  ", ".join(args.kubeconfig_features) or "none")
         threads.append(threading.Thread(target=watcher.run, name="bridge-watch", daemon=True))
+        threads.append(threading.Thread(target=prober.run, args=(stopping,), name="bridge-probe", daemon=True))
         threads.append(threading.Thread(target=executor.run_batches, args=(stopping,), name="bridge-batches", daemon=True))
         threads.append(threading.Thread(target=executor.run_polls, args=(stopping,), name="bridge-polls", daemon=True))
         for thread in threads:
             thread.start()
+        threads.extend(catalog.start())
         threads.extend(run_workers(queue, executor.reconcile))
         started.set()
 
@@ -179,10 +189,10 @@ def main(argv=None):
         if path == "/healthz":
             return 200, "ok\n"
         if path == "/readyz":
-            ready = started.is_set() and watcher.wait_synced(0)
+            ready = started.is_set() and watcher.wait_synced(0) and catalog.wait_synced(0)
             return (200, "ready\n") if ready else (503, "not ready\n")
         if path == "/metrics":
-            return 200, metrics_text(executor, queue, watcher)
+            return 200, metrics_text(executor, queue, watcher) + "".join(line + "\n" for line in prober.metrics_lines())
         return 404, "not found\n"
 
     server = serve(args.bind_address, args.port, health)
@@ -202,12 +212,13 @@ def main(argv=None):
                                 os.environ.get("POD_NAME") or "%s-%d" % (socket.gethostname(), os.getpid()),
                                 lease_duration=args.lease_duration, renew_deadline=args.renew_deadline,
                                 retry_period=args.retry_period)
-        runner.may_act = executor.may_act = elector.is_leading
+        runner.may_act = executor.may_act = prober.may_act = elector.is_leading
         threading.Thread(target=elector.run, args=(start, shut_down), name="bridge-leader", daemon=True).start()
     else:
         start()
     stopping.wait()
     watcher.stop()
+    catalog.stop()
     queue.shutdown(drain=False)
     for thread in threads:
         if thread.name in ("bridge-batches", "bridge-polls"):

@@ -93,24 +93,28 @@ class Policy:
 
     def refusal(self, obj):
         """(reason, message) of a BridgeJob whose spec this controller may not act on; None when it may."""
-        backend = (obj.get("spec") or {}).get("backend") or {}
+        return self.connection_refusal((obj.get("spec") or {}).get("backend") or {}, obj["metadata"].get("namespace"))
+
+    def connection_refusal(self, backend, own, where="spec.backend", kind="BridgeJob"):
+        """(reason, message) of a tenant's connection `backend` (a BridgeJob's spec.backend, a
+        BridgeBackend's spec, camelCase) of an object of `kind` in namespace `own`; None when this
+        controller may use it. `where` is the connection's path in that object."""
         if backend.get("type") == "kubernetes" and not backend.get("credentialsSecretRef"):
-            own = obj["metadata"].get("namespace")
             if backend.get("namespace") not in (None, own):
                 return NAMESPACE_NOT_ALLOWED, (
-                    "spec.backend.namespace: %r is not this BridgeJob's namespace %r; without a kubeconfig Secret "
-                    "the Job runs with the controller's rights, so only in its BridgeJob's own namespace"
-                    % (backend["namespace"], own))
+                    "%s.namespace: %r is not this %s's namespace %r; without a kubeconfig Secret "
+                    "the Job runs with the controller's rights, so only in its %s's own namespace"
+                    % (where, backend["namespace"], kind, own, kind))
             for field, forbidden in (("url", backend.get("url") is not None),
                                      ("caConfigMapRef", backend.get("caConfigMapRef") is not None),
                                      ("validateCerts", backend.get("validateCerts") is False)):
                 if forbidden:
                     return CONTROLLER_CONNECTION, (
-                        "spec.backend.%s: without a kubeconfig Secret the Job runs on the controller's own cluster "
-                        "with the controller's credentials, whose connection a BridgeJob does not change" % field)
+                        "%s.%s: without a kubeconfig Secret the Job runs on the controller's own cluster "
+                        "with the controller's credentials, whose connection a %s does not change" % (where, field, kind))
         for field in ("url", "iamUrl"):
             if backend.get(field) is not None:
-                refused = self.url_refusal("spec.backend.%s" % field, backend[field])
+                refused = self.url_refusal("%s.%s" % (where, field), backend[field])
                 if refused:
                     return refused
         return None

@@ -26,6 +26,19 @@ TASK_NAME = "Bridge"
 MAX_EVENT_RES = str(2 ** 62)
 
 
+def ca_file(directory, pem):
+    """The path of a file in `directory` holding the CA bundle `pem` (public), named by its hash:
+    written once, and whole (the batch, poll and probe threads may write one at once)."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, hashlib.sha256(pem.encode("utf-8")).hexdigest()[:32] + ".pem")
+    if not os.path.exists(path):
+        partial = "%s.%s" % (path, uuid.uuid4().hex)
+        with open(partial, "w") as handle:
+            handle.write(pem)
+        os.replace(partial, path)
+    return path
+
+
 class RunnerError(Exception):
     """The playbook did not produce a module result (it failed before or around the module)."""
 
@@ -104,15 +117,7 @@ class AnsibleRunner:
         backend = dict(backend)
         pem = backend.pop("ca_pem", None)
         if pem:
-            directory = os.path.join(self.work_dir, "ca")
-            os.makedirs(directory, exist_ok=True)
-            path = os.path.join(directory, hashlib.sha256(pem.encode("utf-8")).hexdigest()[:32] + ".pem")
-            if not os.path.exists(path):
-                partial = "%s.%s" % (path, uuid.uuid4().hex)   # the batch and poll threads may both write it
-                with open(partial, "w") as handle:
-                    handle.write(pem)
-                os.replace(partial, path)
-            backend["ca_path"] = path
+            backend["ca_path"] = ca_file(os.path.join(self.work_dir, "ca"), pem)
         return backend
 
     def _start(self, action, backend):
