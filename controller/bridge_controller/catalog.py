@@ -34,18 +34,22 @@ class Catalog:
     (event ADDED, MODIFIED or DELETED, obj carrying its kind), from the watch's thread.
     """
 
-    def __init__(self, custom_api, core_api, namespace: Optional[str] = None, **options):
+    def __init__(self, custom_api, core_api, namespace: Optional[str] = None, label_selector: Optional[str] = None,
+                 **options):
         """`custom_api` a CustomObjectsApi, `core_api` a CoreV1Api; `namespace` limits the
-        BridgeBackends to one namespace (--namespace), as the BridgeJobs are; `options` are the
-        Reflectors' (page_size, watch_timeout, retry_base, retry_cap)."""
+        BridgeBackends to one namespace (--namespace), as the BridgeJobs are; `label_selector` the
+        backend objects of both kinds to those it matches (--backend-selector: a shard's own, so
+        that two controllers never probe one object); `options` are the Reflectors' (page_size,
+        watch_timeout, retry_base, retry_cap)."""
         self._subscribers: List[Subscriber] = []
         self._lock = threading.Lock()
         self.reflectors = {
             NAMESPACED: Reflector(custom_objects(custom_api, GROUP, VERSION, PLURALS[NAMESPACED], namespace), self._emit,
                                   NAMESPACED, API_VERSION, transform=without_managed_fields, name=PLURALS[NAMESPACED],
-                                  **options),
+                                  label_selector=label_selector, **options),
             CLUSTER: Reflector(custom_objects(custom_api, GROUP, VERSION, PLURALS[CLUSTER]), self._emit, CLUSTER,
-                               API_VERSION, transform=without_managed_fields, name=PLURALS[CLUSTER], **options),
+                               API_VERSION, transform=without_managed_fields, name=PLURALS[CLUSTER],
+                               label_selector=label_selector, **options),
         }
         self.namespaces = Reflector(namespaces(core_api), lambda event, obj: None, "Namespace", "v1",
                                     transform=namespace_labels_only, name="namespaces", **options)

@@ -37,6 +37,10 @@ def parse_args(argv):
     parser.add_argument("--kubeconfig", help="kubeconfig file; in-cluster configuration when unset")
     parser.add_argument("--namespace", help="watch one namespace only (default: all)")
     parser.add_argument("--selector", help="label selector: this controller handles only matching BridgeJobs (sharding)")
+    parser.add_argument("--backend-selector",
+                        help="label selector: this controller caches, places on and probes only matching BridgeBackends and "
+                             "ClusterBridgeBackends (default: --selector's, so that shards never probe one object twice; "
+                             "'' for all)")
     parser.add_argument("--workers", type=int, default=8, help="reconcile workers (default 8)")
     parser.add_argument("--batch-window", type=float, default=0.05,
                         help="seconds a batch gathers after its first submit or cancel arrives; what arrives while a "
@@ -160,7 +164,9 @@ def main(argv=None):
     watcher = BridgeJobWatcher(client.CustomObjectsApi(api_client), observe,
                                namespace=args.namespace, label_selector=args.selector, transform=without_managed_fields)
     # Backend objects: the catalog's watches and the probe thread (catalog.py, probe.py).
-    catalog = Catalog(client.CustomObjectsApi(api_client), client.CoreV1Api(api_client), namespace=args.namespace)
+    backend_selector = args.selector if args.backend_selector is None else args.backend_selector
+    catalog = Catalog(client.CustomObjectsApi(api_client), client.CoreV1Api(api_client), namespace=args.namespace,
+                      label_selector=backend_selector or None)
     prober = Prober(catalog, KubeApi(api_client), args.policy, os.path.join(os.path.abspath(args.work_dir), "probe"),
                     kubeconfig=args.kubeconfig and os.path.abspath(args.kubeconfig))
     executor = Executor(KubeApi(api_client), watcher, runner, queue, max_batch=args.max_batch,

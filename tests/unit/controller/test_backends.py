@@ -161,3 +161,25 @@ def test_the_crd_takes_a_script_without_a_shebang_exactly_for_the_backends_whose
     assert len(rules) == 1 and rules[0]["fieldPath"] == ".script"
     assert named_backends(rules[0]) == set(name for name, backend in BACKENDS.items() if backend.SCRIPT != "program")
     assert "x-kubernetes-validations" not in spec["properties"]["script"], "a rule on script alone cannot see the backend"
+
+
+def backend_object_crds():
+    with open(os.path.join(REPO, "deploy", "crd-backends.yaml")) as handle:
+        return dict((crd["spec"]["names"]["kind"], crd) for crd in yaml.safe_load(handle)["items"])
+
+
+@pytest.mark.parametrize("kind", ["BridgeBackend", "ClusterBridgeBackend"])
+def test_the_backend_objects_connection_is_bridgejobs_spec_backend(kind):
+    """deploy/crd-backends.yaml repeats spec.backend of deploy/crd.yaml: the same types (the
+    registry), the same rules word for word, the same fields."""
+    spec = backend_object_crds()[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    inline = backend_schema()
+    assert sorted(spec["properties"]["type"]["enum"]) == sorted(BACKENDS)
+    assert spec["properties"]["type"]["enum"] == inline["properties"]["type"]["enum"]
+    assert spec["x-kubernetes-validations"] == inline["x-kubernetes-validations"]
+    for field in ("url", "iamUrl", "namespace", "validateCerts"):
+        assert dict(spec["properties"][field], description=None) == dict(inline["properties"][field], description=None), field
+    assert spec["properties"]["apiVersion"]["pattern"] == inline["properties"]["apiVersion"]["pattern"]
+    own = set(spec["properties"]) - set(inline["properties"])
+    extra = {"probeIntervalSeconds"} | ({"probeCredentialsSecretRef", "namespaceSelector"} if kind.startswith("Cluster") else set())
+    assert own == extra

@@ -152,3 +152,17 @@ def test_with_a_namespace_only_its_bridgebackends_are_watched_and_a_failing_subs
         assert ("clusterbridgebackends", None) in custom.scopes
     finally:
         catalog.stop()
+
+
+def test_a_label_selector_narrows_the_backend_objects_not_the_namespaces():
+    listings = {"bridgebackends": Listing([], 100), "clusterbridgebackends": Listing([], 100)}
+    spaces = Listing([], 100)
+    catalog = Catalog(StubCustom(listings), StubCore(spaces), label_selector="bridge.dev/shard=1", retry_base=0.001)
+    catalog.start()
+    try:
+        assert catalog.wait_synced(PATIENCE)
+        for listing in listings.values():
+            assert all(call["label_selector"] == "bridge.dev/shard=1" for call in listing.calls)
+        assert all("label_selector" not in call for call in spaces.calls)
+    finally:
+        catalog.stop()
