@@ -654,10 +654,9 @@ def test_controller_reads_the_cluster_backends_secret_only_in_its_namespace(cont
     there, neither listed there nor read in a namespace of no tenant's (kube-system)."""
     admin, core = client.CoreV1Api(deployed), client.CoreV1Api(controller)
     name = "bridge-rbac-%s" % uuid.uuid4().hex[:6]
-    admin.create_namespaced_secret(CONTROLLER_NAMESPACE, client.V1Secret(metadata=client.V1ObjectMeta(name=name),
-                                                                          string_data={"token": "t"}))
-    admin.create_namespaced_config_map(CONTROLLER_NAMESPACE, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name),
-                                                                                 data={"ca.crt": "pem"}))
+    meta = client.V1ObjectMeta(name=name)
+    admin.create_namespaced_secret(CONTROLLER_NAMESPACE, client.V1Secret(metadata=meta, string_data={"token": "t"}))
+    admin.create_namespaced_config_map(CONTROLLER_NAMESPACE, client.V1ConfigMap(metadata=meta, data={"ca.crt": "pem"}))
     try:
         assert core.read_namespaced_secret(name, CONTROLLER_NAMESPACE).data["token"]
         assert core.read_namespaced_config_map(name, CONTROLLER_NAMESPACE).data["ca.crt"] == "pem"
