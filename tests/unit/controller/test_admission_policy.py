@@ -79,9 +79,14 @@ def test_the_multi_tenant_component_removes_the_one_binding_of_the_tenant_role_i
 
 def test_the_tenant_role_holds_every_namespaced_right_and_no_cluster_scoped_one():
     """What is left cluster-wide in multi-tenant mode is only what no RoleBinding could grant or what
-    concerns BridgeJobs wherever they are (rbac.yaml says why for each)."""
+    concerns BridgeJobs and backend objects wherever they are (rbac.yaml says why for each): of
+    namespaces, only their list and watch (labels, for namespaceSelector), never one's contents."""
     roles = dict((item["metadata"]["name"], item) for item in objects("rbac.yaml") if item["kind"] == "ClusterRole")
     cluster_resources = set(resource for rule in roles["bridge-controller"]["rules"] for resource in rule["resources"])
-    assert cluster_resources == {"bridgejobs", "bridgejobs/status", "bridgejobs/finalizers", "events", "nodes"}
+    assert cluster_resources == {"bridgejobs", "bridgejobs/status", "bridgejobs/finalizers", "events", "nodes",
+                                 "bridgebackends", "bridgebackends/status", "clusterbridgebackends",
+                                 "clusterbridgebackends/status", "namespaces"}
+    namespace_verbs = [rule["verbs"] for rule in roles["bridge-controller"]["rules"] if "namespaces" in rule["resources"]]
+    assert namespace_verbs == [["list", "watch"]]
     tenant_resources = set(resource for rule in roles["bridge-controller-tenant"]["rules"] for resource in rule["resources"])
     assert {"secrets", "configmaps", "jobs", "pods", "pods/log", "namespaces", "localqueues"} == tenant_resources
