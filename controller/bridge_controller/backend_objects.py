@@ -199,6 +199,8 @@ def candidate_of(obj):
     ready = ready_of(obj)
     reason = None
     if ready is not True:
-        reason = condition.get("message") or condition.get("reason") or "not probed yet"
+        # "ConnectionFailed: Failed to ...": the Ready condition's reason and message, as placement's
+        # rejections repeat them.
+        reason = ": ".join(filter(None, (condition.get("reason"), condition.get("message")))) or "not probed yet"
     return {"name": ref_name(obj), "type": (obj.get("spec") or {}).get("type"), "ready": ready, "reason": reason,
             "queues": capacity_of(obj).get("queues") or [], "allowed_queues": None}

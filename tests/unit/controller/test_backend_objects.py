@@ -147,6 +147,6 @@ def test_candidate_of_is_a_placement_candidate():
         "allowed_queues": None}
     down = dict(status, conditions=[{"type": "Ready", "status": "False", "reason": "ConnectionFailed", "message": "refused"}])
     candidate = bo.candidate_of(namespaced(status=down))
-    assert (candidate["name"], candidate["ready"], candidate["reason"]) == ("BridgeBackend/team-a/slurm-a", False, "refused")
+    assert (candidate["name"], candidate["ready"], candidate["reason"]) == ("BridgeBackend/team-a/slurm-a", False, "ConnectionFailed: refused")
     never = bo.candidate_of(namespaced())
     assert (never["ready"], never["queues"]) == (None, [])
