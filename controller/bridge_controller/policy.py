@@ -93,9 +93,9 @@ class Policy:
 
     def refusal(self, obj):
         """(reason, message) of a BridgeJob whose spec this controller may not act on; None when it may."""
-        return self.connection_refusal((obj.get("spec") or {}).get("backend") or {}, obj["metadata"].get("namespace"))
+        return self.backend_refusal((obj.get("spec") or {}).get("backend") or {}, obj["metadata"].get("namespace"))
 
-    def connection_refusal(self, backend, own, where="spec.backend", kind="BridgeJob"):
+    def backend_refusal(self, backend, own, where="spec.backend", kind="BridgeJob"):
         """(reason, message) of a tenant's connection `backend` (a BridgeJob's spec.backend, a
         BridgeBackend's spec, camelCase) of an object of `kind` in namespace `own`; None when this
         controller may use it. `where` is the connection's path in that object."""
