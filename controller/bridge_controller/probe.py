@@ -176,8 +176,7 @@ class Prober:
         if backend_type not in BACKENDS:
             raise NotProbed("False", "UnknownType", "spec.type: %r is no backend this controller knows" % (backend_type,))
         if kind_of(obj) != CLUSTER:
-            refused = self.policy.backend_refusal(obj.get("spec") or {}, connection["namespace"], where="spec",
-                                                     kind="BridgeBackend")
+            refused = self.policy.backend_refusal(obj.get("spec") or {}, connection["namespace"], where="spec", kind="BridgeBackend")
             if refused:
                 raise NotProbed("False", *refused)
         credentials = self._credentials(obj, connection)

@@ -173,11 +173,11 @@ def test_ray_lsf_and_kubernetes_are_ready(site):  # pylint: disable=redefined-ou
 
 def test_the_table_shows_type_ready_version_and_queues(site):  # pylint: disable=redefined-outer-name
     ray = require_ray()
-    obj = site.create("BridgeBackend", "table", type="ray", url=ray["RAY_URL"])
+    spec = {"type": "ray", "url": ray["RAY_URL"]}
     if ray.get("RAY_TOKEN"):
         site.secret("table", token=ray["RAY_TOKEN"])
-        site.custom.patch_namespaced_custom_object(GROUP, VERSION, site.namespace, "bridgebackends", obj["metadata"]["name"],
-                                                   {"spec": {"credentialsSecretRef": {"name": "table"}}})
+        spec["credentialsSecretRef"] = {"name": "table"}
+    obj = site.create("BridgeBackend", "table", **spec)
     probed = site.wait_ready(obj, "True")
     table = site.api_client.call_api(
         "/apis/%s/%s/namespaces/%s/bridgebackends" % (GROUP, VERSION, site.namespace), "GET",
