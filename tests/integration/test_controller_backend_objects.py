@@ -142,7 +142,10 @@ def test_slurm_clusters_are_ready_with_version_api_version_and_partitions(site):
         assert status["apiVersion"] in slurm["SLURM_API_VERSIONS"].split(","), status["apiVersion"]
         assert status["queueCount"] >= 1 and len(status["queues"]) == min(status["queueCount"], 64)
         assert all(queue.get("name") and queue.get("state") for queue in status["queues"])
-        assert any(queue.get("default") for queue in status["queues"])
+        # slurm-cluster.sh's default partition is debug; the REST API of 24.11 (v0.0.42) does not say
+        # which partition is the default (slurm/fit.py), so none is.
+        defaults = [queue["name"] for queue in status["queues"] if queue.get("default")]
+        assert defaults == ([] if version == "24.11" else ["debug"]), (version, defaults)
         assert ("BackendReady", "Normal") in [event[:2] for event in site.events(obj)]
         check_no_secret(site, obj)
 
