@@ -37,7 +37,7 @@ EXPECTED_SECONDS = {
     "tests/integration/test_playbooks.py::test_job_playbook[slurm_job:slurm-24.11]": 90,
     "tests/integration/test_playbooks.py::test_job_playbook[lsf_job:lsf]": 80,
     "tests/integration/test_controller_backends.py": 80,
-    "tests/integration/test_controller_backend_objects.py": 75,
+    "tests/integration/test_controller_backend_objects.py": 30,
     "tests/integration/test_tenancy.py": 70,
     "tests/integration/test_playbooks.py::test_job_playbook[ray_job:ray]": 70,
     "tests/integration/test_playbooks.py::test_job_playbook[k8s_job:kubernetes]": 70,
