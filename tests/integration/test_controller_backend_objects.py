@@ -146,7 +146,7 @@ def test_slurm_clusters_are_ready_with_version_api_version_and_partitions(site):
         # which partition is the default (slurm/fit.py), so none is.
         defaults = [queue["name"] for queue in status["queues"] if queue.get("default")]
         assert defaults == ([] if version == "24.11" else ["debug"]), (version, defaults)
-        assert ("BackendReady", "Normal") in [event[:2] for event in site.events(obj)]
+        wait_for(lambda: site.events(obj), lambda events: ("BackendReady", "Normal") in [e[:2] for e in events], timeout=30)
         check_no_secret(site, obj)
 
 
@@ -209,7 +209,8 @@ def test_a_backend_taken_down_flips_to_not_ready_with_an_event_and_back(site):  
                         timeout=30)
         relay.restore()
         site.wait_ready(obj, "True", timeout=INTERVAL * 6 + 60)
-        assert [event[0] for event in site.events(obj)].count("BackendReady") >= 2
+        # The event follows the status write.
+        wait_for(lambda: site.events(obj), lambda events: [e[0] for e in events].count("BackendReady") >= 2, timeout=30)
     finally:
         relay.close()
 
@@ -222,7 +223,7 @@ def test_a_backend_where_nothing_listens_is_not_ready(site):  # pylint: disable=
         down = site.wait_ready(obj, "False")
     assert ready(down)["reason"] == "ConnectionFailed", ready(down)
     assert "version" not in down["status"]
-    assert ("BackendNotReady", "Warning") in [event[:2] for event in site.events(obj)]
+    wait_for(lambda: site.events(obj), lambda events: ("BackendNotReady", "Warning") in [e[:2] for e in events], timeout=30)
 
 
 def test_metrics_per_backend(site):  # pylint: disable=redefined-outer-name
