@@ -138,6 +138,8 @@ def serve(address, port, health):
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The probe's clients (httpx) run in this process: one INFO line per request would be most of the log.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     from kubernetes import client, config
 
     if args.kubeconfig:
