@@ -191,7 +191,7 @@ class Prober:
         if connection["ca"]:
             options["ca_path"] = self._ca(connection)
         options.update((option, credentials[key]) for option, key in credential_keys(backend_type) if credentials.get(key))
-        client = self.clients(backend_type, lambda name: options.get(name))
+        client = self.clients(backend_type, options.get)
         try:
             return client.capacity()
         finally:

@@ -15,7 +15,6 @@ The controller caches and probes only the backend objects labelled with this mod
 neither probed nor written by it.
 """
 
-import os
 import signal
 import socket
 import urllib.request
@@ -23,7 +22,7 @@ import uuid
 
 import pytest
 
-from conftest import Relay, ray_env, read_env_file, require_lsf, require_ray, require_slurm, slurm_env  # noqa: F401
+from conftest import Relay, ray_env, require_lsf, require_ray, require_slurm, slurm_env
 from controller_support import free_port, release_labelled, start_controller
 from test_controller_e2e import GROUP, VERSION, kube, wait_for  # noqa: F401 pylint: disable=unused-import
 

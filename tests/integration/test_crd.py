@@ -643,7 +643,7 @@ def test_controller_watches_backend_objects_and_writes_only_their_status(control
                   {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "BridgeBackend", "metadata": {"name": name + "x"}, "spec": spec})
         core = client.CoreV1Api(controller)
         assert namespace in [item.metadata.name for item in core.list_namespace().items]
-        [event for event in watch.Watch().stream(core.list_namespace, timeout_seconds=1)]
+        assert namespace in [event["object"].metadata.name for event in watch.Watch().stream(core.list_namespace, timeout_seconds=1)]
     finally:
         admin.delete_namespaced_custom_object(GROUP, VERSION, namespace, "bridgebackends", name)
         admin.delete_cluster_custom_object(GROUP, VERSION, "clusterbridgebackends", name)

@@ -70,6 +70,16 @@ class StubCore:
         return Raw(answer)
 
 
+def eventually(check):
+    """Whether check() became true within PATIENCE: a watch marks itself synced before it reports
+    what it listed, from its own thread."""
+    for _attempt in range(int(PATIENCE * 100)):
+        if check():
+            return True
+        threading.Event().wait(0.01)
+    return False
+
+
 def started(custom, core, **options):
     catalog = Catalog(custom, core, retry_base=0.001, **options)
     seen = []
@@ -105,6 +115,7 @@ def test_the_catalog_caches_both_kinds_and_the_namespaces_labels():
         # Only what namespaceSelector needs is kept of a namespace.
         assert catalog.namespaces.get("/team-a") == {"kind": "Namespace", "metadata": {
             "name": "team-a", "labels": {"team": "a"}, "uid": "uid-team-a", "resourceVersion": "5"}}
+        assert eventually(lambda: len(seen) == 2)
         assert sorted(seen) == [("ADDED", "BridgeBackend", "slurm-a"), ("ADDED", "ClusterBridgeBackend", "site")]
         # Every namespace's BridgeBackends without --namespace.
         assert ("bridgebackends", None) in custom.scopes and ("clusterbridgebackends", None) in custom.scopes
@@ -114,10 +125,10 @@ def test_the_catalog_caches_both_kinds_and_the_namespaces_labels():
 
 def test_watched_changes_reach_the_cache_and_the_subscribers():
     changed_backend = dict(backend("site", 12, kind="ClusterBridgeBackend"), kind="ClusterBridgeBackend")
-    listings = {"bridgebackends": Listing([backend("slurm-a", 10)], 100, [
-                    StubResponse([{"type": "DELETED", "object": dict(backend("slurm-a", 13), kind="BridgeBackend")}], hold=True)]),
-                "clusterbridgebackends": Listing([backend("site", 11, kind="ClusterBridgeBackend")], 100, [
-                    StubResponse([{"type": "MODIFIED", "object": changed_backend}], hold=True)])}
+    deleted = StubResponse([{"type": "DELETED", "object": dict(backend("slurm-a", 13), kind="BridgeBackend")}], hold=True)
+    modified = StubResponse([{"type": "MODIFIED", "object": changed_backend}], hold=True)
+    listings = {"bridgebackends": Listing([backend("slurm-a", 10)], 100, [deleted]),
+                "clusterbridgebackends": Listing([backend("site", 11, kind="ClusterBridgeBackend")], 100, [modified])}
     spaces = Listing([namespace("team-a", 5, team="a")], 100, [
         StubResponse([{"type": "MODIFIED", "object": namespace("team-a", 7, team="b")}], hold=True)])
     catalog, seen, changed = started(StubCustom(listings), StubCore(spaces))
@@ -147,7 +158,7 @@ def test_with_a_namespace_only_its_bridgebackends_are_watched_and_a_failing_subs
     catalog.start()
     try:
         assert catalog.wait_synced(PATIENCE)
-        assert heard == ["slurm-a"]
+        assert eventually(lambda: heard == ["slurm-a"])
         assert ("bridgebackends", "team-a") in custom.scopes
         assert ("clusterbridgebackends", None) in custom.scopes
     finally:

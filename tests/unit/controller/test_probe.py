@@ -92,8 +92,8 @@ class StubClient:
 class Clients:
     """The probe's client factory: records the options each client was made with."""
 
-    def __init__(self, answer=CAPACITY):
-        self.answer = answer
+    def __init__(self, answer=None):
+        self.answer = CAPACITY if answer is None else answer
         self.made = []
 
     def __call__(self, backend_type, get):
