@@ -26,6 +26,9 @@ description:
     table's reason; each queue is checked for its state, run-time limit, nodes per job, CPUs,
     memory and GPUs per node, GPU types, node features and, for IBM Quantum, qubits. A limit a
     record does not know (null) lets the job pass.
+  - With O(identity), a job that already carries it on a connected candidate is where the job is
+    placed, whatever the capacity says, so that a job placed and submitted before never lands on a
+    second backend (one lookup per connected candidate).
   - Submits nothing and changes nothing; the task fails when the job fits no candidate, with every
     reason in RV(placement.rejected). Run the job with M(bridge.hpc.job) on the chosen backend and queue.
 author:
@@ -126,6 +129,12 @@ options:
         description: As O(bridge.hpc.job#module:retries).
         type: int
         default: 3
+  identity:
+    description:
+      - The identity the job is run with (O(bridge.hpc.job#module:identity)). Each connected candidate
+        is asked for a job carrying it first; the first that has one is the placement (RV(placement.found)),
+        on the queue that job is in where the manager says it.
+    type: str
   policy:
     description:
       - V(FirstFit) takes the first candidate the job fits, in the order given, and of its queues the
@@ -205,6 +214,14 @@ placement:
       description: The O(policy) that chose.
       type: str
       sample: FirstFit
+    found:
+      description: Whether a job with O(identity) exists already on the chosen candidate, which chose it.
+      type: bool
+      sample: false
+    job_id:
+      description: The id of that job; null when none was found.
+      type: str
+      sample: "87"
     rejected:
       description:
         - One entry per candidate or queue that was not taken, with the reason, which names the spec
@@ -327,15 +344,17 @@ def given_capacity(index, records):
     return {"manager": None, "version": None, "api_version": None, "queues": queues}
 
 
-def read_capacity(module, option):
-    """(capacity, None) of one connected candidate, or (None, why not) when it cannot be read."""
+def read_capacity(module, option, identity):
+    """(capacity, None, the job carrying `identity` or None) of one connected candidate, or (None,
+    why not, None) when it cannot be read."""
     backend = BACKENDS[option["backend"]]
     client = None
     try:
         client = backend.from_options(option.get)
-        return client.capacity(), None
+        capacity = client.capacity()
+        return capacity, None, client.find(identity) if identity else None
     except BridgeError as exc:
-        return None, str(exc)
+        return None, str(exc), None
     finally:
         if client is not None:
             hide_client_secrets(module, client)
@@ -345,17 +364,30 @@ def read_capacity(module, option):
 
 
 def checked_candidates(module):
-    """Each candidate with its capacity, given or read (once)."""
+    """Each candidate with its capacity, given or read (once), and the job carrying the identity
+    where one has it."""
     candidates = []
     for index, option in enumerate(module.params["candidates"]):
         if option["capacity"] is not None:
-            capacity, reason = given_capacity(index, option["capacity"]), None
+            capacity, reason, job = given_capacity(index, option["capacity"]), None, None
         else:
-            capacity, reason = read_capacity(module, option)
+            capacity, reason, job = read_capacity(module, option, module.params["identity"])
         candidates.append(dict(capacity or {"manager": None, "version": None, "api_version": None, "queues": []},
                                name=option["name"], type=option["backend"], ready=reason is None, reason=reason,
-                               allowed_queues=option["queues"]))
+                               allowed_queues=option["queues"], job=job))
     return candidates
+
+
+def placed(spec, candidates, policy):
+    """_placement.place's choice, unless a candidate has the job already: then that one, without
+    checking anything (the job is there; where it fits no longer matters)."""
+    existing = next((candidate for candidate in candidates if candidate["job"]), None)
+    if existing is None:
+        return dict(place(spec, candidates, policy), found=False, job_id=None)
+    job = existing["job"]
+    return {"backend": existing["name"], "type": existing["type"], "policy": policy, "rejected": [], "waiting": [],
+            "queue": job.get("partition") or job.get("queue") or job.get("device") or None, "found": True,
+            "job_id": job["job_id"]}
 
 
 def main():
@@ -363,17 +395,18 @@ def main():
         spec=dict(type="dict", required=True),
         candidates=dict(type="list", elements="dict", required=True, options=candidate_options()),
         policy=dict(type="str", default="FirstFit", choices=list(POLICIES)),
+        identity=dict(type="str"),
     ), supports_check_mode=True)
     require_httpx(module)
     try:
         spec = checked_spec(module.params["spec"])
         candidates = checked_candidates(module)
-        placement = place(spec, candidates, module.params["policy"])
+        placement = placed(spec, candidates, module.params["policy"])
     except BridgeError as exc:
         fail_on_bridge_error(module, exc)
     placement.pop("waiting")
     result = dict(changed=False, placement=placement,
-                  candidates=[dict((key, value) for key, value in candidate.items() if key != "allowed_queues")
+                  candidates=[dict((key, value) for key, value in candidate.items() if key not in ("allowed_queues", "job"))
                               for candidate in candidates])
     if placement["backend"] is None:
         module.fail_json(msg="the job fits none of the candidates: %s" % "; ".join(

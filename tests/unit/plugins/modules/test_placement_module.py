@@ -75,7 +75,8 @@ def test_reads_each_candidate_once_and_places_where_the_job_fits(clients):
     assert result["changed"] is False
     assert result["placement"] == {"backend": "b", "type": "slurm", "queue": "gpu", "policy": "FirstFit", "rejected": [
         {"backend": "a", "queue": "debug",
-         "reason": "resources.gpus: 2 GPUs per node requested; the nodes of 'debug' have at most 0"}]}
+         "reason": "resources.gpus: 2 GPUs per node requested; the nodes of 'debug' have at most 0"}],
+        "found": False, "job_id": None}
     assert (small.calls, big.calls, small.closed, big.closed) == (1, 1, True, True)
     assert [c["name"] for c in result["candidates"]] == ["a", "b"]
     assert result["candidates"][0]["ready"] is True and result["candidates"][0]["version"] == "26.05.5"
@@ -164,6 +165,34 @@ def test_the_candidate_options_are_every_backends_connection_options():
     for backend in BACKENDS.values():
         connection.update(backend.connection_options())
     assert set(options) == connection | {"name", "backend", "queues", "capacity"}
-    documented = placement.DOCUMENTATION.split("    suboptions:\n", 1)[1].split("\n  policy:", 1)[0]
+    documented = placement.DOCUMENTATION.split("    suboptions:\n", 1)[1].split("\n  identity:", 1)[0]
     assert sorted(line.strip()[:-1] for line in documented.splitlines()
                   if line.startswith("      ") and not line.startswith("       ")) == sorted(options)
+
+
+def test_a_job_with_the_identity_already_somewhere_is_placed_there(clients):
+    free = FakeClient(slurm_capacity(partition("debug", default=True)))
+    busy = FakeClient(slurm_capacity(partition("batch", usable=False, state="DOWN")))
+    looked_up = []
+
+    def find(identity, name=None):
+        looked_up.append(identity)
+        return {"job_id": "87", "partition": "batch"} if len(looked_up) == 2 else None
+    for client in (free, busy):
+        client.find = find
+    clients["by_url"].update({"http://free": free, "http://busy": busy})
+    outcome = run(placement, {"spec": {"script": SCRIPT}, "identity": "wf.step", "candidates": [
+        {"name": "free", "backend": "slurm", "url": "http://free"},
+        {"name": "busy", "backend": "slurm", "url": "http://busy"}]})
+    assert looked_up == ["wf.step", "wf.step"]
+    assert outcome.result["placement"] == {"backend": "busy", "type": "slurm", "queue": "batch", "policy": "FirstFit",
+                                           "rejected": [], "found": True, "job_id": "87"}
+
+
+def test_without_a_job_carrying_the_identity_capacity_decides(clients):
+    client = FakeClient(slurm_capacity(partition("debug", default=True)))
+    client.find = lambda identity, name=None: None
+    clients["by_url"]["http://a"] = client
+    outcome = run(placement, {"spec": {"script": SCRIPT}, "identity": "wf.step", "candidates": [
+        {"name": "a", "backend": "slurm", "url": "http://a"}]})
+    assert outcome.result["placement"]["found"] is False and outcome.result["placement"]["queue"] == "debug"
