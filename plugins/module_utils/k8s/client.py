@@ -433,13 +433,17 @@ class K8sClient(Backend):
         workloads), else one of the whole cluster whose counts are its Jobs' Pods by phase: three
         requests (the version, the nodes, the LocalQueues), and a fourth (the Pods of Jobs in the
         namespace, one list) where the namespace has no LocalQueue. Nodes are a cluster-scope read
-        a namespaced user may lack; the records' sizes are unknown then."""
+        a namespaced user may lack; the records' sizes are unknown then. LocalQueues the user may
+        not read count as none."""
         version = self.describe()["version"]
         try:
             nodes = self.nodes()
         except Rejected:
             nodes = []
-        queues = self.local_queues()
+        try:
+            queues = self.local_queues()
+        except Rejected:
+            queues = []  # a user who may not read Kueue's objects: the namespace as one queue
         phases = None
         if not queues:
             # Every Job's Pods carry job-name (batch.kubernetes.io/job-name too, since 1.27).

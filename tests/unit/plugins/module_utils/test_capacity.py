@@ -310,3 +310,13 @@ def test_quantum_capacity_is_one_request_after_the_token():
         assert sorted(r["name"] for r in capacity["queues"]) == ["ibm_kingston", "ibm_paused", "ibm_small"]
     finally:
         client.close()
+
+
+def test_kubernetes_reads_what_a_namespaced_user_may_and_leaves_the_rest_unknown():
+    from k8s_stub import status
+    stub = ApiServerStub(nodes=[node("n1")], kueue=True)
+    stub.faults += [("GET", r"^/api/v1/nodes$", status(403, "Forbidden", "nodes is forbidden")),
+                    ("GET", r"/localqueues$", status(403, "Forbidden", "localqueues is forbidden"))]
+    (record,) = stub.client().capacity()["queues"]
+    assert record["name"] is None and record["usable"] and record["cpus_per_node"] is None
+    assert (record["pending"], record["running"]) == (0, 0)
