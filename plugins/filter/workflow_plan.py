@@ -20,8 +20,8 @@ description:
   - Also checks O(backends), the connection settings per backend, and marks each step to run or to
     skip. A step whose backend has no settings (or an empty C(url), for the backends that need one)
     is skipped, with the reason.
-  - A step with C(backend=auto) runs where M(bridge.hpc.placement) places it when its turn comes:
-    its C(candidates) (names of O(backends) entries, each a backend) or, without them, every configured
+  - A step with C(backend=auto) runs where M(bridge.hpc.placement) places it when its turn comes,
+    among its C(candidates) (names of O(backends) entries, each a backend) or, without them, every configured
     backend in the order of O(backends), the unconfigured ones left out; C(placement_policy) is the
     module's O(bridge.hpc.placement#module:policy). Such a step is skipped when none of its
     candidates is configured.

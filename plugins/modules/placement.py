@@ -150,6 +150,7 @@ attributes:
     description: Reads and decides as it does outside check mode; it never changes anything.
   diff_mode:
     support: none
+    description: Nothing changes, so there is nothing to show.
 requirements:
   - httpx
   - kubernetes (the Python client, for a candidate with O(candidates[].backend=kubernetes))
