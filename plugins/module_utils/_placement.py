@@ -147,17 +147,21 @@ def _fitting(params, candidate, rejected):
                 ", ".join(allowed) or "(none)", name, _queue_names(candidate.get("queues") or [])))
             return []
     if spec["queue"]:
-        named = [queue for queue in queues if queue.get("name") == spec["queue"]]
+        # Slurm takes a comma list of partitions and runs the job in the first that fits.
+        wanted = [name.strip() for name in spec["queue"].split(",")] if backend_type == "slurm" else [spec["queue"]]
+        named = [queue for name in wanted for queue in queues if queue.get("name") == name]
         if not named:
             reject(spec["queue"], "queue: '%s' is not a queue %s offers%s; its queues: %s" % (
                 spec["queue"], name, " here" if allowed is not None else "", _queue_names(queues)))
             return []
-        queues = named
+        queues = named if backend_type == "slurm" else _in_order(named)
+    else:
+        queues = _in_order(queues)
     if not queues:
         reject(None, "queue: %s offers no queue" % name)
         return []
     fits = []
-    for queue in _in_order(queues):
+    for queue in queues:
         reason = misfit(spec, backend_type, queue)
         if reason is None:
             fits.append(queue)

@@ -367,8 +367,12 @@ def read_capacity(module, option, identity):
 def checked_candidates(module):
     """Each candidate with its capacity, given or read (once), and the job carrying the identity
     where one has it."""
-    candidates = []
+    candidates, names = [], set()
     for index, option in enumerate(module.params["candidates"]):
+        if option["name"] in names:
+            raise SpecError("candidates[%d].name" % index, "'%s' names an earlier candidate too; names must be unique"
+                            % option["name"])
+        names.add(option["name"])
         if option["capacity"] is not None:
             capacity, reason, job = given_capacity(index, option["capacity"]), None, None
         else:

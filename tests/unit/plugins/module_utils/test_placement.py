@@ -233,3 +233,10 @@ def test_an_unknown_backend_type_is_rejected_and_an_unknown_policy_refused():
     with pytest.raises(SpecError) as refused:
         place({"script": SCRIPT}, [candidate("a")], "Random")
     assert refused.value.field == "policy"
+
+
+def test_a_slurm_comma_list_of_partitions_is_tried_in_its_order():
+    queues = [partition("debug", default=True, max_time_minutes=30), partition("batch", max_time_minutes=1440),
+              partition("long", max_time_minutes=None)]
+    result = place({"script": SCRIPT, "queue": "long,batch", "resources": {"time_limit": 60}}, [candidate("a", queues=queues)])
+    assert result["queue"] == "long" and result["rejected"] == []

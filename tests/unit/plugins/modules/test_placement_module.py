@@ -196,3 +196,9 @@ def test_without_a_job_carrying_the_identity_capacity_decides(clients):
     outcome = run(placement, {"spec": {"script": SCRIPT}, "identity": "wf.step", "candidates": [
         {"name": "a", "backend": "slurm", "url": "http://a"}]})
     assert outcome.result["placement"]["found"] is False and outcome.result["placement"]["queue"] == "debug"
+
+
+def test_candidate_names_are_unique(clients):
+    outcome = run(placement, {"spec": {"script": SCRIPT}, "candidates": [
+        {"name": "a", "backend": "slurm", "capacity": []}, {"name": "a", "backend": "ray", "capacity": []}]})
+    assert isinstance(outcome, Fail) and outcome.result["error"]["field"] == "candidates[1].name"
