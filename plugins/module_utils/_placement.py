@@ -120,9 +120,10 @@ def _queue_names(queues):
     return ", ".join(sorted("%s" % queue.get("name") for queue in queues)) or "none"
 
 
-def _fitting(params, candidate, rejected):
+def _fitting(params, candidate, rejected, normalized):
     """The queues of one ready candidate the job fits, in FirstFit order; what does not fit goes to
-    `rejected` with its reason."""
+    `rejected` with its reason. `normalized` keeps the spec normalized per backend type (or the
+    SpecError of that type): candidates of one type share it."""
     name, backend_type = candidate["name"], candidate["type"]
 
     def reject(queue, reason):
@@ -132,11 +133,15 @@ def _fitting(params, candidate, rejected):
     if backend is None:
         reject(None, "backend: '%s' is not a backend; allowed: %s" % (backend_type, ", ".join(sorted(BACKENDS))))
         return []
-    try:
-        spec = normalize_spec(params, backend)
-    except SpecError as exc:
+    if backend_type not in normalized:
+        try:
+            normalized[backend_type] = normalize_spec(params, backend)
+        except SpecError as exc:
+            normalized[backend_type] = exc
+    spec = normalized[backend_type]
+    if isinstance(spec, SpecError):
         # A field this backend refuses (the field table), or a script it cannot run.
-        reject(None, str(exc))
+        reject(None, str(spec))
         return []
     queues = list(candidate.get("queues") or [])
     allowed = candidate.get("allowed_queues")
@@ -196,7 +201,7 @@ def place(params, candidates, policy="FirstFit"):
     """
     if policy not in POLICIES:
         raise SpecError("policy", "'%s' is not a placement policy; allowed: %s" % (policy, ", ".join(POLICIES)))
-    rejected, waiting, fits = [], [], []
+    rejected, waiting, fits, normalized = [], [], [], {}
     first_waiting = None
     for index, candidate in enumerate(candidates):
         if candidate.get("ready") is None:
@@ -207,7 +212,7 @@ def place(params, candidates, policy="FirstFit"):
             rejected.append({"backend": candidate["name"], "queue": None,
                              "reason": "not ready: %s" % (candidate.get("reason") or "no reason given")})
             continue
-        fits.extend((index, order, candidate, queue) for order, queue in enumerate(_fitting(params, candidate, rejected)))
+        fits.extend((index, order, candidate, queue) for order, queue in enumerate(_fitting(params, candidate, rejected, normalized)))
         if fits and policy == "FirstFit":
             break
     result = {"backend": None, "type": None, "queue": None, "policy": policy, "rejected": rejected, "waiting": waiting}
