@@ -93,24 +93,28 @@ class Policy:
 
     def refusal(self, obj):
         """(reason, message) of a BridgeJob whose spec this controller may not act on; None when it may."""
-        backend = (obj.get("spec") or {}).get("backend") or {}
+        return self.backend_refusal((obj.get("spec") or {}).get("backend") or {}, obj["metadata"].get("namespace"))
+
+    def backend_refusal(self, backend, own, where="spec.backend"):
+        """(reason, message) of a backend spec that a tenant of namespace `own` wrote (a BridgeJob's
+        spec.backend, or the spec of a BridgeBackend, named `where` in the message); None when the
+        controller may use it. Both are a tenant's, so both are held to the same rules."""
         if backend.get("type") == "kubernetes" and not backend.get("credentialsSecretRef"):
-            own = obj["metadata"].get("namespace")
             if backend.get("namespace") not in (None, own):
                 return NAMESPACE_NOT_ALLOWED, (
-                    "spec.backend.namespace: %r is not this BridgeJob's namespace %r; without a kubeconfig Secret "
+                    "%s.namespace: %r is not this BridgeJob's namespace %r; without a kubeconfig Secret "
                     "the Job runs with the controller's rights, so only in its BridgeJob's own namespace"
-                    % (backend["namespace"], own))
+                    % (where, backend["namespace"], own))
             for field, forbidden in (("url", backend.get("url") is not None),
                                      ("caConfigMapRef", backend.get("caConfigMapRef") is not None),
                                      ("validateCerts", backend.get("validateCerts") is False)):
                 if forbidden:
                     return CONTROLLER_CONNECTION, (
-                        "spec.backend.%s: without a kubeconfig Secret the Job runs on the controller's own cluster "
-                        "with the controller's credentials, whose connection a BridgeJob does not change" % field)
+                        "%s.%s: without a kubeconfig Secret the Job runs on the controller's own cluster "
+                        "with the controller's credentials, whose connection a BridgeJob does not change" % (where, field))
         for field in ("url", "iamUrl"):
             if backend.get(field) is not None:
-                refused = self.url_refusal("spec.backend.%s" % field, backend[field])
+                refused = self.url_refusal("%s.%s" % (where, field), backend[field])
                 if refused:
                     return refused
         return None
