@@ -149,6 +149,11 @@ class Executor:
         self._count("reconciles")
         actions = self._plan(obj)
         group = backend_key(obj)
+        unresolved = self.resolver.unresolved(obj) if actions == ("submit",) else None
+        if actions in (("place",), ("cancel_unplaced",)) or unresolved:
+            # Written in line, not batched, but in flight as a batch's CRs are: the watch event of
+            # its own write does not plan it again before its outcome says when.
+            self.batches.hold(key)
         if actions == ("place",):
             self._place(key, obj)
         elif actions == ("cancel_unplaced",):
@@ -168,12 +173,10 @@ class Executor:
                 with self._lock:
                     self.release_after_cancel.add(key)
             self.batches.add("cancel", group, key)
+        elif unresolved:
+            self._wait_for_backend(key, obj, unresolved)
         elif "submit" in actions:
-            unresolved = self.resolver.unresolved(obj)
-            if unresolved:
-                self._wait_for_backend(key, obj, unresolved)
-            else:
-                self.batches.add("submit", group, key)
+            self.batches.add("submit", group, key)
         elif "poll" in actions:
             self.batches.track(group, key, poll_interval(obj))
         else:
@@ -210,8 +213,14 @@ class Executor:
                 self._apply("place", key, obj, results.Outcome({"waiting": ("ScriptNotFound", waiting[0][2])}, results.TEMPORARY))
                 return
             script = scripts.get(key)
-        decision = placement.decide(obj, self.catalog, job_params(obj, script=script),
-                                    lambda found: self.resolver.object_refusal(found, obj["metadata"].get("namespace"), self.policy))
+        try:
+            decision = placement.decide(obj, self.catalog, job_params(obj, script=script),
+                                        lambda found: self.resolver.object_refusal(found, obj["metadata"].get("namespace"), self.policy))
+        except Exception:  # pylint: disable=broad-except
+            # Nothing was decided or written; the key must not stay in flight.
+            LOG.exception("placement of %s failed", key)
+            self._requeue(key, obj, results.TEMPORARY, None)
+            return
         self._count("placement_seconds", self.clock() - started)
         if decision.waiting:
             self._count("placements_waiting")
