@@ -104,7 +104,9 @@ def candidates(obj, catalog, refusal):
 
 
 def _bounded(rejected):
-    return [{"backend": item["backend"], "queue": item.get("queue"), "reason": str(item.get("reason") or "")[:MAX_REASON]}
+    # A queue of None (the candidate as a whole) is left out: the stored status holds no nulls.
+    return [dict({"backend": item["backend"], "reason": str(item.get("reason") or "")[:MAX_REASON]},
+                 **({"queue": item["queue"]} if item.get("queue") is not None else {}))
             for item in rejected[:MAX_REJECTED]]
 
 
