@@ -497,8 +497,8 @@ def where_to_run(**where):
     return body
 
 
-SELECTOR = {"matchLabels": {"site": "hpc"}, "matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]},
-                                                                  {"key": "retired", "operator": "DoesNotExist"}]}
+SELECTOR = {"matchLabels": {"site": "hpc"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]}, {"key": "retired", "operator": "DoesNotExist"}]}
 
 
 def test_a_backend_ref_defaults_its_kind_and_a_placement_its_policy_and_candidate_kinds(objects, namespace):
