@@ -106,10 +106,12 @@ class Executor:
                     keys.discard(key)
             return
         group = backend_key(obj)
+        # Planned outside the lock: the plan may read the catalog, whose events take the lock too.
+        starting = group not in self.backends_seen and self._plan(obj) in (("add_finalizer",), ("submit",))
         with self._lock:
             # Only a CR that is going to be submitted warms its backend: a controller watching
             # finished CRs holds no standby playbook.
-            new_backend = group not in self.backends_seen and self._plan(obj) in (("add_finalizer",), ("submit",))
+            new_backend = starting and group not in self.backends_seen
             if new_backend:
                 self.backends_seen.add(group)
         if new_backend and hasattr(self.runner, "prepare"):
