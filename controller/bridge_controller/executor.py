@@ -234,10 +234,12 @@ class Executor:
             outcome = results.refused(decision.message, decision.message, refusal_reason="Unplaceable",
                                       placement=decision.placement, placed=decision.placed)
         else:
-            self._count("placements")
             placed = decision.placement
             outcome = results.Outcome({"placement": placed, "placed": decision.placed,
                                        "backend": dict(placed["backend"], type=placed["type"])}, results.DONE)
+            if self._apply("place", key, obj, outcome) is not None:
+                self._count("placements")   # recorded: a choice another write had made first is not counted
+            return
         self._apply("place", key, obj, outcome)
 
     def _plan(self, obj):
@@ -362,7 +364,8 @@ class Executor:
 
     def _apply(self, action, key, obj, outcome):
         """Write one CR's outcome, then let its key be planned again as the outcome's class says.
-        Its key leaves flight even when the write fails, so that nothing strands it."""
+        Its key leaves flight even when the write fails, so that nothing strands it. Returns the
+        object as written, None when nothing was."""
         updated = None
         written = False
         try:
@@ -372,7 +375,7 @@ class Executor:
             updated = self.writer.status(obj, **observed)
             written = True
             if outcome.kind != results.DONE:
-                return
+                return updated
             job = outcome.observed.get("job") or {}
             if action == "poll" and job.get("terminal"):
                 self.batches.untrack(key)
@@ -383,6 +386,7 @@ class Executor:
                 self.release_after_cancel.discard(key)
             if release:
                 self._release(updated or self.cache.get(key) or obj)
+            return updated
         finally:
             # A placement that wrote nothing found the stored CR newer than the cache (another
             # write, or a choice already recorded): its watch event is coming and plans the CR.

@@ -172,6 +172,7 @@ def test_nothing_is_submitted_before_the_recorded_choice_is_in_the_cache_and_it_
     settle(executor, queue)
     assert not executor.runner.calls and not backend.jobs, "no identity is looked up before the choice is recorded"
     assert kube.objects["ns/a"]["status"]["placement"] == first_choice, "the recorded choice is never replaced"
+    assert executor.stats["placements"] == 1
     assert not queue.keys, "its own write's event, not a loop, plans it next"
     for _step in ("placed", "finalizer", "submitted"):
         watch.deliver()
