@@ -32,6 +32,7 @@ import time
 
 from bridge_controller import placement, results
 from bridge_controller.backends import credential_keys
+from bridge_controller.backend_objects import KINDS
 from bridge_controller.batches import Batches
 from bridge_controller.plan import FINALIZER, plan
 from bridge_controller.policy import Policy
@@ -124,11 +125,12 @@ class Executor:
         if not own_report and not self.batches.changed_in_flight(key):
             self.queue.add(key)
 
-    def backend_changed(self, _event, backend):
+    def backend_changed(self, event, backend):
         """A BridgeBackend or ClusterBridgeBackend was added, changed or deleted (the catalog's
-        subscription): plan the BridgeJobs waiting for it, and every placement waiting for a probe."""
+        subscription, callback(kind, obj)): plan the BridgeJobs waiting for it, and every placement
+        waiting for a probe."""
         meta = backend.get("metadata") or {}
-        kind = backend.get("kind")
+        kind = backend.get("kind") or (event if event in KINDS else None)
         ref = (kind, "" if kind == "ClusterBridgeBackend" else meta.get("namespace") or "", meta.get("name"))
         with self._lock:
             keys = self.waiting_for_backend.pop(ref, set()) | self.waiting_for_placement
@@ -210,7 +212,7 @@ class Executor:
         script = None
         if (obj.get("spec") or {}).get("scriptFrom"):
             # What the script is may decide where it fits (a quantum circuit, a program).
-            ready, scripts, waiting = self.resolver.scripts([(key, obj)])
+            _ready, scripts, waiting = self.resolver.scripts([(key, obj)])
             if waiting:
                 self._apply("place", key, obj, results.Outcome({"waiting": ("ScriptNotFound", waiting[0][2])}, results.TEMPORARY))
                 return
