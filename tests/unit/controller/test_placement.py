@@ -257,3 +257,18 @@ def test_a_job_cancelled_before_placement_is_cancelled_without_a_backend():
     kube.create(placed_job("a", [candidate("fresh")], cancel=True))
     settle(executor, queue)
     assert kube.objects["ns/a"]["status"]["phase"] == "Cancelled" and not executor.runner.calls
+
+
+def test_a_script_from_a_config_map_is_read_before_placing_and_waited_for():
+    kube, backend, queue, executor, _cache = setup(small_and_gpu())
+    job = placed_job("a", [candidate("small")], scriptFrom={"configMapKeyRef": {"name": "scripts", "key": "run.sh"}})
+    del job["spec"]["script"]
+    kube.create(job)
+    settle(executor, queue)
+    obj = kube.objects["ns/a"]
+    assert conditions(obj)["Submitted"]["reason"] == "ScriptNotFound" and "placement" not in obj["status"]
+    kube.config_maps["ns/scripts"] = {"run.sh": "#!/bin/bash\necho placed\n"}
+    queue.keys.append("ns/a")
+    settle(executor, queue)
+    assert kube.objects["ns/a"]["status"]["placement"]["backend"]["name"] == "small"
+    assert [spec["script"] for spec in backend.submits] == ["#!/bin/bash\necho placed\n"]
