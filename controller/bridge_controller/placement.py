@@ -133,5 +133,6 @@ def decide(obj, catalog, params, refusal, now=None):
         if not entries:
             why = "no backend object matches spec.placement.selector yet"
         return Decision(None, None, ("WaitingForProbe", why[:MAX_MESSAGE]), None)
-    message = ("fits none of its candidates (%s): %s" % (policy, _reasons(rejected)))[:MAX_MESSAGE]
+    # Every reason, as far as the Failed condition's message goes (status.placement keeps 50).
+    message = ("fits none of its candidates (%s): %s" % (policy, _reasons(result["rejected"])))[:MAX_MESSAGE]
     return Decision({"policy": policy, "rejected": rejected}, (False, "Unplaceable", message), None, message)
