@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 from conftest import COLLECTIONS, REPO, require_slurm
-from controller_support import GROUP, PLURAL, VERSION, release_all, slurm_backend, slurm_namespace
+from controller_support import GROUP, PLURAL, VERSION, install_crd, release_all, slurm_backend, slurm_namespace
 from test_controller_e2e import kube, wait_for  # noqa: F401 pylint: disable=unused-import
 
 sys.path.insert(0, os.path.join(REPO, "controller"))
@@ -84,6 +84,7 @@ def site(kube, tmp_path):  # noqa: F811 pylint: disable=redefined-outer-name
     from kubernetes import client
 
     core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
+    install_crd(api_client)   # again: the apiserver is shared, and another tree may have put its CRD back since
     namespace = "placement-%s" % uuid.uuid4().hex[:8]
     slurm_namespace(core, namespace, slurm)
     catalog = Catalog()
