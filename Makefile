@@ -176,6 +176,7 @@ bench: bootstrap
 
 bench-controller: bootstrap
 	tools/slurm-cluster.sh start 26.05
+	python bench/placement.py
 	python bench/controller_load.py $(BENCH_ARGS)
 
 stop:

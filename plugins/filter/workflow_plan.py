@@ -20,8 +20,13 @@ description:
   - Also checks O(backends), the connection settings per backend, and marks each step to run or to
     skip. A step whose backend has no settings (or an empty C(url), for the backends that need one)
     is skipped, with the reason.
-  - Only the fields C(name), C(backend) and C(after) of a step are read, so the rest of a step may
-    refer to results of earlier steps that do not exist yet.
+  - A step with C(backend=auto) runs where M(bridge.hpc.placement) places it when its turn comes,
+    among its C(candidates) (names of O(backends) entries, each a backend) or, without them, every configured
+    backend in the order of O(backends), the unconfigured ones left out; C(placement_policy) is the
+    module's O(bridge.hpc.placement#module:policy). Such a step is skipped when none of its
+    candidates is configured.
+  - Only the fields C(name), C(backend), C(after), C(candidates) and C(placement_policy) of a step
+    are read, so the rest of a step may refer to results of earlier steps that do not exist yet.
 positional: _input, workflow, backends
 options:
   _input:
@@ -58,6 +63,8 @@ _value:
     - One entry per step, in the order to run them.
     - Each has C(name), C(backend), C(after) (a list), C(identity) (C(<workflow>.<step>)), C(run) (whether
       its backend is configured) and C(reason) (why it is skipped, or null).
+    - A step with C(backend=auto) also has C(candidates), the configured backends to place it on, and
+      C(policy).
   type: list
   elements: dict
 """
@@ -68,6 +75,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.six import string_types
 
+from ansible_collections.bridge.hpc.plugins.module_utils._placement import POLICIES
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import IDENTITY_PATTERN, JOB_SPEC_OPTIONS
 
@@ -77,7 +85,9 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 # What a step takes besides the job spec: the workflow's own fields, what bridge.hpc.stage does for
 # the step, and the job module's script_file and waiting. The identity is the workflow's to give.
 STEP_FIELDS = frozenset(["name", "backend", "after", "job_name", "stage_in", "stage_out", "job_output", "script_file",
-                         "wait_timeout", "poll_interval"])
+                         "wait_timeout", "poll_interval", "candidates", "placement_policy"])
+# The backend of a step that bridge.hpc.placement places among its candidates.
+AUTO = "auto"
 SPEC_FIELDS = frozenset(JOB_SPEC_OPTIONS) - frozenset(["identity", "name"])
 ALLOWED_FIELDS = STEP_FIELDS | SPEC_FIELDS
 
@@ -138,14 +148,30 @@ def read_step(index, step):
             where, unknown[0], " (the workflow gives every job its identity <workflow>.<step>)"
             if unknown[0] == "identity" else "", ", ".join(sorted(ALLOWED_FIELDS))))
     backend = step.get("backend")
-    if backend not in BACKENDS:
-        fail("%s: backend %r is not a backend; allowed: %s" % (where, backend, ", ".join(sorted(BACKENDS))))
+    if backend not in BACKENDS and backend != AUTO:
+        fail("%s: backend %r is not a backend; allowed: %s, or %s to place the step" % (
+            where, backend, ", ".join(sorted(BACKENDS)), AUTO))
     after = step.get("after") or []
     if isinstance(after, string_types):
         after = [after]
     if not isinstance(after, list) or not all(isinstance(item, string_types) for item in after):
         fail("%s: after must be a list of step names" % where)
-    return dict(name=name, backend=to_text(backend), after=[to_text(item) for item in after])
+    read = dict(name=name, backend=to_text(backend), after=[to_text(item) for item in after])
+    if backend != AUTO:
+        for field in ("candidates", "placement_policy"):
+            if field in step:
+                fail("%s: %s is for a step with backend %s" % (where, field, AUTO))
+        return read
+    candidates = step.get("candidates")
+    if candidates is not None and (not isinstance(candidates, list) or not candidates
+                                   or not all(item in BACKENDS for item in candidates)):
+        fail("%s: candidates must be a non-empty list of backends (names of workflow_backends entries); allowed: %s" % (
+            where, ", ".join(sorted(BACKENDS))))
+    policy = step.get("placement_policy", POLICIES[0])
+    if policy not in POLICIES:
+        fail("%s: placement_policy %r is not a policy; allowed: %s" % (where, policy, ", ".join(POLICIES)))
+    read.update(candidates=None if candidates is None else [to_text(item) for item in candidates], policy=to_text(policy))
+    return read
 
 
 def find_cycle(steps):
@@ -211,9 +237,22 @@ def workflow_plan(steps, workflow, backends=None):
         if not IDENTITY_PATTERN.match(identity):
             fail("step '%s': the job identity '%s' is longer than 128 characters; shorten the workflow or step name"
                  % (step["name"], identity))
-        reason = skip_reason(step["backend"], backends)
+        if step["backend"] == AUTO:
+            step, reason = placed_step(step, backends)
+        else:
+            reason = skip_reason(step["backend"], backends)
         plan.append(dict(step, identity=identity, run=reason is None, reason=reason))
     return plan
+
+
+def placed_step(step, backends):
+    """(a step of backend auto with its configured candidates, why it is skipped or None)."""
+    named = step["candidates"] if step["candidates"] is not None else [to_text(name) for name in backends]
+    configured = [name for name in named if skip_reason(name, backends) is None]
+    reason = None
+    if not configured:
+        reason = "none of the candidates %s is configured in workflow_backends" % (", ".join(named) or "(none)")
+    return dict(step, candidates=configured), reason
 
 
 class FilterModule(object):

@@ -22,6 +22,14 @@ description:
     feeds), C(pending) and C(admitted) (workloads), C(cpus), C(memory_mb) and C(gpus) (the
     ClusterQueue's nominal quota over all its flavors, null where it cannot be read). Group: C(k8s_queues)."
   - Every host also gets C(k8s_namespace) and C(k8s_server) (the apiserver).
+  - "Every host also gets C(bridge_capacity), the common capacity record that M(bridge.hpc.placement)
+    takes in its C(candidates[].capacity) (keys C(name), C(state), C(usable), C(default),
+    C(max_time_minutes), C(max_nodes), C(cpus_per_node), C(memory_mb_per_node), C(gpus_per_node),
+    C(gpu_types), C(features), C(qubits), C(pending), C(running); null is unknown or unlimited;
+    docs/inventory.md): on a queue host the LocalQueue's, with its pending and admitted workloads as
+    C(pending) and C(running) and the node sizes unknown (nodes are not read then); on a node host,
+    the same on every node, the whole cluster's as a Job without a queue sees it (C(name) null, the
+    largest ready node's allocatable, C(pending) and C(running) null)."
   - Values read from the cluster are marked unsafe, so a label or a name is never templated.
   - The configuration file name must end with C(kubernetes.yml), C(kubernetes.yaml), C(k8s.yml) or C(k8s.yaml).
 author:
@@ -94,6 +102,7 @@ namespace: research
 """
 
 from ansible_collections.bridge.hpc.plugins.module_utils.k8s.client import K8sClient
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.fit import queue_records
 from ansible_collections.bridge.hpc.plugins.plugin_utils._inventory import InventorySource, without_native
 
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
@@ -131,11 +140,16 @@ class InventoryModule(InventorySource, BaseInventoryPlugin, Constructable, Cache
         queues = payload["source"]["hosts"] == "queues"
         group = "k8s_queues" if queues else "k8s_nodes"
         fields, var = (QUEUE_FIELDS, "k8s_queue_") if queues else (NODE_FIELDS, "k8s_node_")
+        if queues:
+            capacity = dict((queue["name"], queue) for queue in queue_records([], payload["records"]))
+        else:
+            cluster = queue_records(payload["records"], [])[0]
         self.inventory.add_group(group)
         for record in payload["records"]:
             name = prefix + record["name"]
             variables = dict((var + key, record.get(key)) for key in fields)
-            variables.update(k8s_server=payload["server"], k8s_namespace=payload["namespace"])
+            variables.update(k8s_server=payload["server"], k8s_namespace=payload["namespace"],
+                             bridge_capacity=capacity[record["name"]] if queues else cluster)
             self._add_host(name, variables)
             self.inventory.add_child(group, name)
             if queues:

@@ -34,6 +34,11 @@ description:
     holds C(all) or C(others) without leaving it out with C(~host))."
   - A queue whose host list names a host group puts no host into C(lsf_queue_<queue>_hosts) for
     it; Application Center's host and queue records do not say which hosts a group holds.
+  - "Every queue host also gets C(bridge_capacity): the queue as the common capacity record that
+    M(bridge.hpc.placement) takes in its C(candidates[].capacity) (keys C(name), C(state), C(usable),
+    C(default), C(max_time_minutes), C(max_nodes), C(cpus_per_node), C(memory_mb_per_node),
+    C(gpus_per_node), C(gpu_types), C(features), C(qubits), C(pending), C(running); null is unknown
+    or unlimited; docs/inventory.md). C(pending) and C(running) are the queue's counts."
   - Values read from LSF are marked unsafe, so a queue or host name is never templated.
   - The configuration file name must end with C(lsf.yml) or C(lsf.yaml), for example
     C(cluster.lsf.yml).
@@ -153,6 +158,7 @@ from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import LsfClient
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.fit import queue_records
 from ansible_collections.bridge.hpc.plugins.plugin_utils._inventory import InventorySource, without_native
 
 QUEUE_GROUP = "lsf_queues"
@@ -224,6 +230,7 @@ class InventoryModule(InventorySource, BaseInventoryPlugin, Constructable, Cache
         prefix = self.get_option("host_prefix") or ""
         lsf_hosts = set(h["name"] for h in hosts) if include_hosts else set()
 
+        capacity = dict((record["name"], record) for record in queue_records(queues, hosts))
         self.inventory.add_group(QUEUE_GROUP)
         for queue in queues:
             name = prefix + queue["name"]
@@ -233,6 +240,7 @@ class InventoryModule(InventorySource, BaseInventoryPlugin, Constructable, Cache
                     "set host_prefix" % (queue["name"], name))
             variables = queue_vars(queue)
             variables["lsf_url"] = payload["source"]["url"]
+            variables["bridge_capacity"] = capacity[queue["name"]]
             self._add_host(name, variables)
             if self.get_option("set_local_connection"):
                 self._set_local_connection(name)

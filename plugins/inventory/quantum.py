@@ -30,6 +30,11 @@ description:
     C(median_t1_us), C(median_t2_us) (microseconds) over the qubits, C(median_two_qubit_error) (gate
     error) over the two-qubit gates. A figure the service does not give is null; a device without
     properties has null medians."
+  - "Every device host also gets C(bridge_capacity): the device as the common capacity record that
+    M(bridge.hpc.placement) takes in its C(candidates[].capacity) (keys C(name), C(state), C(usable),
+    C(default), C(max_time_minutes), C(max_nodes), C(cpus_per_node), C(memory_mb_per_node),
+    C(gpus_per_node), C(gpu_types), C(features), C(qubits), C(pending), C(running); null is unknown
+    or unlimited; docs/inventory.md). C(pending) is the device's queue length; C(running) is null."
   - Values read from IBM Quantum are marked unsafe, so a device name is never templated.
   - The configuration file name must end with C(quantum.yml) or C(quantum.yaml), for example
     C(instance.quantum.yml).
@@ -144,7 +149,7 @@ keyed_groups:
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum.client import QuantumClient
-from ansible_collections.bridge.hpc.plugins.module_utils.quantum.fit import calibration_medians
+from ansible_collections.bridge.hpc.plugins.module_utils.quantum.fit import calibration_medians, queue_records
 from ansible_collections.bridge.hpc.plugins.plugin_utils._inventory import InventorySource
 
 DEVICE_GROUP = "quantum_devices"
@@ -202,6 +207,7 @@ class InventoryModule(InventorySource, BaseInventoryPlugin, Constructable, Cache
             name = prefix + device["name"]
             variables = device_vars(device)
             variables["quantum_url"] = payload["source"]["url"]
+            variables["bridge_capacity"] = queue_records([device])[0]
             self._add_host(name, variables)
             if self.get_option("set_local_connection"):
                 self._set_local_connection(name)

@@ -30,6 +30,12 @@ description:
     (logical resources), not measured utilization. They are null while unknown, which is the case
     until the autoscaler's monitor has reported once, a few seconds after the head starts.
   - Ray reports every amount as a float; whole amounts are integers here (C(cpus=2), not C(2.0)).
+  - "Every node host also gets C(bridge_capacity): the whole cluster (Ray has no queues: C(name) is
+    null), the same on every node, as the common capacity record that M(bridge.hpc.placement) takes
+    in its C(candidates[].capacity) (keys C(name), C(state), C(usable), C(default),
+    C(max_time_minutes), C(max_nodes), C(cpus_per_node), C(memory_mb_per_node), C(gpus_per_node),
+    C(gpu_types), C(features), C(qubits), C(pending), C(running); null is unknown or unlimited;
+    docs/inventory.md). C(pending) and C(running) are null: the plugin does not read the job list."
   - Values read from Ray are marked unsafe, so a node name or label is never templated.
   - The configuration file name must end with C(ray.yml) or C(ray.yaml), for example
     C(cluster.ray.yml).
@@ -165,6 +171,7 @@ keyed_groups:
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.fit import queue_records
 from ansible_collections.bridge.hpc.plugins.plugin_utils._inventory import InventorySource, without_native
 
 NODE_GROUP = "ray_nodes"
@@ -279,6 +286,7 @@ class InventoryModule(InventorySource, BaseInventoryPlugin, Constructable, Cache
             "ray_version": payload["version"],
             "ray_cluster_resources": with_totals(amounts(payload["resources"]),
                                                  [n for n in payload["nodes"] if n["state"] == "alive"]),
+            "bridge_capacity": queue_records(payload["nodes"])[0],
         }
         for group in (NODE_GROUP, HEAD_GROUP, WORKER_GROUP, GPU_GROUP):
             self.inventory.add_group(group)

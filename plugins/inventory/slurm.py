@@ -28,6 +28,11 @@ description:
     C(gres) and C(features) (unions), C(node_states) (nodes per state and state flag) and
     C(free_cpus) (idle CPUs of nodes that are not down or drained). A limit Slurm reports as
     unlimited is null, and C(max_time) reads C(UNLIMITED) then."
+  - "Every partition host also gets C(bridge_capacity): the partition as the common capacity record that
+    M(bridge.hpc.placement) takes in its C(candidates[].capacity) (keys C(name), C(state), C(usable),
+    C(default), C(max_time_minutes), C(max_nodes), C(cpus_per_node), C(memory_mb_per_node),
+    C(gpus_per_node), C(gpu_types), C(features), C(qubits), C(pending), C(running); null is unknown
+    or unlimited; docs/inventory.md). C(pending) and C(running) are null: the plugin does not read the job list."
   - Values read from Slurm are marked unsafe, so a partition or node name is never templated.
   - The configuration file name must end with C(slurm.yml) or C(slurm.yaml), for example
     C(cluster.slurm.yml).
@@ -210,6 +215,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.fit import queue_records
 from ansible_collections.bridge.hpc.plugins.plugin_utils._inventory import InventorySource, without_native
 
 PARTITION_GROUP = "slurm_partitions"
@@ -329,6 +335,7 @@ class InventoryModule(InventorySource, BaseInventoryPlugin, Constructable, Cache
         prefix = self.get_option("host_prefix") or ""
         node_hosts = set(n["name"] for n in nodes) if self.get_option("include_nodes") else set()
 
+        capacity = dict((record["name"], record) for record in queue_records(partitions, nodes))
         self.inventory.add_group(PARTITION_GROUP)
         self.inventory.add_group(DEFAULT_PARTITION_GROUP)
         for partition in partitions:
@@ -339,6 +346,7 @@ class InventoryModule(InventorySource, BaseInventoryPlugin, Constructable, Cache
                     "set host_prefix" % (partition["name"], host))
             variables = dict(common)
             variables.update(partition_vars(partition, nodes, extra_features.get(partition["name"], ())))
+            variables["bridge_capacity"] = capacity[partition["name"]]
             self._add_host(host, variables)
             if self.get_option("set_local_connection"):
                 self._set_local_connection(host)

@@ -37,6 +37,12 @@ PHASES = ("queued", "running", "completed", "failed", "cancelled")
 TERMINAL_PHASES = ("completed", "failed", "cancelled")
 FAILURE_CLASSES = ("timeout", "out_of_memory", "node_failure", "cancelled", "non_zero_exit", "rejected", "preempted")
 
+# One place a job can be sent, as capacity() and the inventory plugins' bridge_capacity give it (a
+# Slurm partition, an LSF queue, a Kueue LocalQueue, an IBM Quantum device; the whole cluster, named
+# None, where the manager has no queue to choose). Every key is present; None is unknown or unlimited.
+QUEUE_KEYS = ("name", "state", "usable", "default", "max_time_minutes", "max_nodes", "cpus_per_node",
+              "memory_mb_per_node", "gpus_per_node", "gpu_types", "features", "qubits", "pending", "running")
+
 # What a backend may declare it can do, beyond the verbs every backend has. Which job spec fields
 # a backend honours is not a capability: the field table (_fields.py) says it, field by field.
 CAPABILITY_DOCS = {
@@ -76,6 +82,31 @@ SHAPE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError)
 _MEDIA_TYPE = re.compile(r"^[\w.+-]{1,64}/[\w.+-]{1,64}$")
 # A field name as our parsers write them; a KeyError of anything else names no key.
 _FIELD_NAME = re.compile(r"^[A-Za-z_@][\w@.-]{0,63}$")
+
+
+def queue_record(**values):
+    """A capacity record of one queue with every key of QUEUE_KEYS: None where `values` has none,
+    except usable and default (False) and gpu_types and features ([])."""
+    unknown = sorted(set(values) - set(QUEUE_KEYS))
+    if unknown:
+        raise KeyError(unknown[0])
+    record = dict((key, None) for key in QUEUE_KEYS)
+    record.update(usable=False, default=False, gpu_types=[], features=[])
+    record.update(values)
+    return record
+
+
+def count_phases(jobs, queue_of):
+    """{queue name: {"pending": n, "running": n}} of normalized jobs; queue_of(job) gives the names
+    of the queues a job waits or runs in ([None] on a manager without queues)."""
+    counts = {}
+    for job in jobs:
+        key = {"queued": "pending", "running": "running"}.get(job.get("phase"))
+        if key is None:
+            continue
+        for name in queue_of(job):
+            counts.setdefault(name, {"pending": 0, "running": 0})[key] += 1
+    return counts
 
 
 class ShapeError(ValueError):
@@ -376,6 +407,13 @@ class Backend(object):
 
     def inventory(self):
         """What the inventory plugin makes hosts of: {"kind": records}, normalized, with "native"."""
+        raise NotImplementedError
+
+    def capacity(self):
+        """Where a job can go now: {"manager", "version", "api_version", "queues": [record of
+        QUEUE_KEYS per queue]}, read with a fixed number of requests whatever the number of jobs
+        (each backend says how many), built by its fit.queue_records from what inventory() reads
+        plus the pending and running counts, read the cheapest way the manager allows."""
         raise NotImplementedError
 
     def close(self):

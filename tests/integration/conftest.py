@@ -488,6 +488,15 @@ def rename(value, names):
     return value
 
 
+def mask_capacity(variables, keys, volatile="<volatile>"):
+    """A host's bridge_capacity with the values of `keys` (what a running service changes on its
+    own, or what differs between machines) replaced by `volatile`."""
+    record = variables.get("bridge_capacity")
+    if isinstance(record, dict):
+        for key in keys:
+            record[key] = volatile
+
+
 def compare_with_golden(path, inventory):
     """inventory against the golden file at path; BRIDGE_UPDATE_GOLDEN=1 writes it instead."""
     text = json.dumps(inventory, indent=2, sort_keys=True) + "\n"

@@ -38,6 +38,7 @@ EXPECTED_SECONDS = {
     "tests/integration/test_playbooks.py::test_job_playbook[lsf_job:lsf]": 80,
     "tests/integration/test_controller_backends.py": 80,
     "tests/integration/test_tenancy.py": 70,
+    "tests/integration/test_placement_module.py": 60,
     "tests/integration/test_playbooks.py::test_job_playbook[ray_job:ray]": 70,
     "tests/integration/test_playbooks.py::test_job_playbook[k8s_job:kubernetes]": 70,
     "tests/integration/test_playbooks.py::test_job_playbook[quantum_job:quantum]": 65,

@@ -97,7 +97,7 @@ def test_the_parameters_and_the_summary_are_staged_out(hybrid_runs):
                {"name": "b", "backend": "ray", "after": ["a"]}, {"name": "c", "backend": "slurm", "after": ["b"]}],
      "the steps depend on each other in a cycle: a -> c -> b -> a"),
     ("backend", [{"name": "first", "backend": "slurm"}, {"name": "a", "backend": "pbs"}],
-     "step 'a': backend 'pbs' is not a backend; allowed: kubernetes, lsf, quantum, ray, slurm"),
+     "step 'a': backend 'pbs' is not a backend; allowed: kubernetes, lsf, quantum, ray, slurm, or auto to place the step"),
     ("duplicate", [{"name": "first", "backend": "slurm"}, {"name": "first", "backend": "ray"}],
      "step name 'first' is used twice; step names must be unique"),
 ])

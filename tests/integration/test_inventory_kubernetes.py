@@ -20,6 +20,7 @@ from conftest import (
     compare_with_golden,
     everything,
     listed,
+    mask_capacity,
     rename,
     require_kube_node,
     unwrap,
@@ -46,6 +47,7 @@ def stable(inventory):
     for variables in hostvars.values():
         for key in VOLATILE_VARS & set(variables):
             variables[key] = VOLATILE
+        mask_capacity(variables, ("cpus_per_node", "memory_mb_per_node"))
         if "k8s_cpus_whole" in variables:
             variables["k8s_cpus_whole"] = VOLATILE
     groups = dict((name, dict((k, sorted(v)) for k, v in group.items())) for name, group in inventory.items())

@@ -20,6 +20,7 @@ from conftest import (
     compare_with_golden,
     everything,
     listed,
+    mask_capacity,
     rename,
     require_lsf,
     unwrap,
@@ -64,6 +65,7 @@ def stable(inventory):
     for variables in hostvars.values():
         for key in VOLATILE_VARS & set(variables):
             variables[key] = VOLATILE
+        mask_capacity(variables, ("pending", "running", "memory_mb_per_node"))
     groups = dict((name, dict((k, sorted(v)) for k, v in group.items())) for name, group in inventory.items())
     return rename({"hostvars": hostvars, "groups": groups}, names)
 

@@ -18,6 +18,7 @@ from conftest import (
     compare_with_golden,
     everything,
     listed,
+    mask_capacity,
     rename,
     require_ray,
     unwrap,
@@ -71,6 +72,7 @@ def stable(inventory):
     for variables in hostvars.values():
         for key in VOLATILE_VARS & set(variables):
             variables[key] = VOLATILE
+        mask_capacity(variables, ("memory_mb_per_node",))
         for key in RESOURCE_VARS:
             for name, amount in (variables.get(key) or {}).items():
                 amount["used"] = VOLATILE

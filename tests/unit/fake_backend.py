@@ -4,7 +4,7 @@ Integration tests use real Slurm; this only pins the lifecycle rules (find befor
 writes in check mode, changed from before/after).
 """
 
-from ansible_collections.bridge.hpc.plugins.module_utils._backend import TERMINAL_PHASES, Backend
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import TERMINAL_PHASES, Backend, queue_record
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import NotFound
 
 
@@ -67,6 +67,13 @@ class FakeBackend(Backend):
 
     def inventory(self):
         return {"nodes": [{"name": "fake-node", "native": {}}]}
+
+    def capacity(self):
+        running = sum(1 for job in self.jobs.values() if job["phase"] == "running")
+        queued = sum(1 for job in self.jobs.values() if job["phase"] == "queued")
+        return {"manager": self.TITLE, "version": "1", "api_version": None,
+                "queues": [queue_record(name=None, state="ready", usable=True, default=True, pending=queued,
+                                        running=running)]}
 
     def submit(self, spec):
         job_id = str(100 + len(self.submits))

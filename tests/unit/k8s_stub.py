@@ -1,7 +1,7 @@
 """A kube-apiserver stub under the real `kubernetes` client: its urllib3 pool answers from memory.
 
 Only what the kubernetes backend sends: namespaces, nodes, ConfigMaps, Jobs, Pods, Pod logs and
-Kueue LocalQueues; label selectors of the forms `k=v` and `k in (a,b)`. Every request is kept in
+Kueue LocalQueues; label selectors of the forms `k=v`, `k in (a,b)` and `k` (the label exists). Every request is kept in
 `sent` as (method, path, query, body).
 """
 
@@ -40,6 +40,9 @@ def matches(labels, selector):
         if found:
             if labels.get(found.group(1)) not in found.group(2).split(","):
                 return False
+        elif "=" not in term:
+            if term not in labels:
+                return False
         else:
             key, value = term.split("=", 1)
             if labels.get(key) != value:
@@ -73,7 +76,7 @@ class ApiServerStub:
         return self.route(method, parts.path, query, payload)
 
     def route(self, method, path, query, body):
-        if path == "/version":
+        if path in ("/version", "/version/"):
             return Response(200, {"major": "1", "minor": "34", "gitVersion": "v1.34.4"})
         if path == "/api/v1/nodes":
             return Response(200, {"kind": "NodeList", "items": self.nodes})

@@ -59,6 +59,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.k8s.fit import (
     nominal_quota,
     normalize_local_queue,
     normalize_node,
+    queue_records,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils.k8s.states import newest_pod, normalize_job
 
@@ -426,6 +427,40 @@ class K8sClient(Backend):
 
     def inventory(self):
         return {"nodes": self.nodes(), "queues": self.local_queues()}
+
+    def capacity(self):
+        """A record per Kueue LocalQueue of the namespace (their status counts pending and admitted
+        workloads), else one of the whole cluster whose counts are its Jobs' Pods by phase: three
+        requests (the version, the nodes, the LocalQueues), and a fourth (the Pods of Jobs in the
+        namespace, one list) where the namespace has no LocalQueue. Nodes are a cluster-scope read
+        a namespaced user may lack; the records' sizes are unknown then. LocalQueues the user may
+        not read count as none."""
+        version = self.describe()["version"]
+        try:
+            nodes = self.nodes()
+        except Rejected:
+            nodes = []
+        try:
+            queues = self.local_queues()
+        except Rejected:
+            queues = []  # a user who may not read Kueue's objects: the namespace as one queue
+        phases = None
+        if not queues:
+            # Every Job's Pods carry job-name (batch.kubernetes.io/job-name too, since 1.27).
+            pods = self._call("list", "pods", None, self.core.list_namespaced_pod, self.namespace,
+                              label_selector="job-name", parse=_items)
+            phases = self.decoded(_phases, pods, "list_namespaced_pod", "list", "pods")
+        return {"manager": MANAGER, "version": version, "api_version": self.api_version,
+                "queues": queue_records(nodes, queues, phases)}
+
+
+def _phases(pods):
+    """{phase: count} of Pods."""
+    counts = {}
+    for pod in pods:
+        phase = (pod.get("status") or {}).get("phase")
+        counts[phase] = counts.get(phase, 0) + 1
+    return counts
 
 
 def _deleted(body):

@@ -2,7 +2,8 @@
 # Copyright: Bridge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Nodes and Kueue queues normalized, with Kubernetes quantities read, and whether a Job's Pod fits
-a node (pure): check_fits refuses a Pod no node could ever hold.
+a node (pure): check_fits refuses a Pod no node could ever hold; queue_records makes the capacity
+record of each LocalQueue, or of the whole cluster where the namespace has none.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -12,15 +13,24 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import queue_record
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils.k8s.compile import DEFAULT_GPU_RESOURCE
 
 
+# The label resources.gpu_type selects nodes on by default (backend_options.kubernetes.gpu_type_label).
+GPU_TYPE_LABEL = "nvidia.com/gpu.product"
+# Kueue's LocalQueueDefaulting: a Job without a queue name goes to the LocalQueue named "default".
+DEFAULT_LOCAL_QUEUE = "default"
+
+
 def normalize_local_queue(native):
     status = native.get("status") or {}
+    active = [c.get("status") == "True" for c in status.get("conditions") or [] if c.get("type") == "Active"]
     return {"name": native["metadata"]["name"], "namespace": native["metadata"].get("namespace"),
             "cluster_queue": (native.get("spec") or {}).get("clusterQueue"),
             "pending": status.get("pendingWorkloads"), "admitted": status.get("admittedWorkloads"),
+            "active": active[0] if active else None,
             "cpus": None, "memory_mb": None, "gpus": None, "native": native}
 
 
@@ -97,3 +107,37 @@ def check_fits(rendered, nodes, gpu_resource=DEFAULT_GPU_RESOURCE):
         for key, have in (("cpu", "cpus"), ("memory", "memory_mb"), (gpu_resource, "gpus")) if key in limits)]
     if not fits:
         raise SpecError("resources", "no single node has %s allocatable at once" % json.dumps(limits, sort_keys=True))
+
+
+def queue_records(nodes, local_queues, pod_phases=None):
+    """Capacity records (_backend.QUEUE_KEYS), from normalized nodes and LocalQueues (what
+    inventory() reads, with or without "native"): one per Kueue LocalQueue of the namespace, its
+    pending and admitted workloads as pending and running; without one, a record of the whole
+    cluster (name None) whose counts are `pod_phases` ({"Pending": n, "Running": n} of the Jobs'
+    Pods; None when not read). A Job of Bridge is one Pod, so a record's sizes are the largest
+    ready, schedulable node's allocatable; without nodes (not read: a namespaced user may not list
+    them) they are unknown and the queues usable."""
+    usable_nodes = [node for node in nodes if node["ready"] and node["schedulable"]]
+    sizes = dict(
+        max_nodes=1,
+        cpus_per_node=int(max(node["cpus"] for node in usable_nodes)) if usable_nodes else None,
+        memory_mb_per_node=max(node["memory_mb"] for node in usable_nodes) if usable_nodes else None,
+        gpus_per_node=max(node["gpus"] for node in usable_nodes) if usable_nodes else None,
+        gpu_types=sorted(set(node["labels"][GPU_TYPE_LABEL] for node in usable_nodes
+                             if node["gpus"] and node["labels"].get(GPU_TYPE_LABEL))),
+    )
+    records = []
+    for queue in local_queues:
+        active = queue.get("active") is not False
+        records.append(queue_record(
+            name=queue["name"], state="Active" if active else "Inactive",
+            usable=active and (bool(usable_nodes) or not nodes), default=queue["name"] == DEFAULT_LOCAL_QUEUE,
+            pending=queue.get("pending"), running=queue.get("admitted"), **sizes))
+    if not local_queues:
+        counts = pod_phases or {}
+        records.append(queue_record(
+            name=None, state="ready" if usable_nodes or not nodes else "no ready node",
+            usable=bool(usable_nodes) or not nodes, default=True,
+            pending=None if pod_phases is None else counts.get("Pending", 0),
+            running=None if pod_phases is None else counts.get("Running", 0), **sizes))
+    return records

@@ -49,7 +49,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import (
     unwrap,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.compile import compile_job, job_slots, multipart_body
-from ansible_collections.bridge.hpc.plugins.module_utils.lsf.fit import check_fits, normalize_host, normalize_queue
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.fit import check_fits, normalize_host, normalize_queue, queue_records
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.states import normalize_job
 
 
@@ -259,6 +259,17 @@ class LsfClient(Backend):
 
     def inventory(self):
         return {"queues": self.queues(), "hosts": self.hosts()}
+
+    def capacity(self):
+        """Each queue's capacity record: two requests (queues, with their pending and running
+        counts, and hosts), after a logon when the session has no valid token. A site that does
+        not let its users list hosts gets records without the hosts' sizes."""
+        queues = self.queues()
+        try:
+            hosts = self.hosts()
+        except (NotFound, Rejected):
+            hosts = []
+        return {"manager": MANAGER, "version": None, "api_version": None, "queues": queue_records(queues, hosts)}
 
     def check(self, spec):
         # Queues and hosts are read once per client: a batch of jobs is checked against one view.

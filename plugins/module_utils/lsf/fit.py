@@ -2,7 +2,7 @@
 # Copyright: Bridge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """LSF queues and hosts normalized, and whether a job fits them (pure): check_fits refuses a job
-the queue would refuse or keep pending forever.
+the queue would refuse or keep pending forever; queue_records makes each queue's capacity record.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -11,7 +11,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.bridge.hpc.plugins.module_utils._backend import ShapeError
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import ShapeError, queue_record
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import integer_of, records, text_of
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.compile import bsub_options, job_slots
@@ -70,6 +70,8 @@ def normalize_queue(native):
         "running": integer_of(native.get("numRun")),
         "hosts": text_of(native.get("hosts")),
         "description": text_of(native.get("queueDescription")),
+        # Not in IBM's field list of GET /ws/queues; read where an Application Center sends it.
+        "default": (text_of(native.get("isDefault")) or "").lower() == "true",
         "native": native,
     }
 
@@ -92,6 +94,9 @@ def normalize_host(native):
         "max_slots": integer_of(native.get("maxJobs")),
         "max_memory_mb": memory_mb(native.get("maxMem", static.get("maxMem"))),
         "model": text_of(static.get("hostModel")),
+        # LSF's ngpus resource, which LSF_GPU_AUTOCONFIG sets on hosts with GPUs: a host that
+        # reports its static resources without it has none; None when it reports none at all.
+        "gpus": integer_of(static.get("ngpus")) or (0 if static else None),
         "type": text_of(static.get("hostType")),
         "native": native,
     }
@@ -177,3 +182,33 @@ def _queue_misfit(queue, resources, slots):
         return ("resources.memory", "%d MB exceed the memory limit of queue '%s': %d MB" % (
             memory, name, queue["memory_limit_mb"]))
     return None
+
+
+def queue_records(queues, hosts):
+    """The capacity record (_backend.QUEUE_KEYS) of each queue, from normalized queues and hosts
+    (what inventory() reads, with or without "native"). A queue's hosts are its HOSTS list's, or
+    every host where that names none this cluster reported; slots stand for CPUs, as LSF counts
+    them; pending and running are the queue's own counts (numPend, numRun)."""
+    records = []
+    for queue in queues:
+        usable_hosts = [host for host in _queue_hosts(queue, hosts) if host["usable"]]
+        slots = [host["max_slots"] or host["ncpus"] for host in usable_hosts if host["max_slots"] or host["ncpus"]]
+        memories = [host["max_memory_mb"] for host in usable_hosts if host["max_memory_mb"]]
+        memory = max(memories) if memories else None
+        if queue["memory_limit_mb"]:
+            memory = min(memory or queue["memory_limit_mb"], queue["memory_limit_mb"])
+        gpus = [host.get("gpus") for host in usable_hosts if host.get("gpus") is not None]
+        records.append(queue_record(
+            name=queue["name"],
+            state=queue["status"],
+            usable=queue["open"] and queue["active"] and (bool(usable_hosts) or not hosts),
+            default=bool(queue.get("default")),
+            max_time_minutes=queue["run_limit_minutes"],
+            max_nodes=len(usable_hosts) if usable_hosts else None,
+            cpus_per_node=min(max(slots), queue["max_slots"] or max(slots)) if slots else queue["max_slots"],
+            memory_mb_per_node=memory,
+            gpus_per_node=max(gpus) if gpus else None,
+            pending=queue["pending"],
+            running=queue["running"],
+        ))
+    return records

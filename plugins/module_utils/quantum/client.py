@@ -70,6 +70,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.quantum.fit import (
     normalize_device,
     normalize_status,
     normalize_usage,
+    queue_records,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum.qasm import qasm_problem
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum.results import (
@@ -421,6 +422,13 @@ class QuantumClient(Backend):
     def inventory(self):
         """The devices with status, configuration and calibration properties, for the inventory plugin."""
         return {"devices": self.device_details(gather=("status", "configuration", "properties"))}
+
+    def capacity(self):
+        """Each device's capacity record from one request, GET /backends (status, qubits and queue
+        length of every device), after the IBM Cloud IAM token exchange when the client holds no
+        valid token."""
+        return {"manager": MANAGER, "version": None, "api_version": self.api_version,
+                "queues": queue_records(self.devices())}
 
     def device_details(self, names=None, gather=("status", "configuration")):
         """The devices (all, or those named) with what `gather` asks for, one request per device and

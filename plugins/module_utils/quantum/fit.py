@@ -3,20 +3,22 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """IBM Quantum devices, their status, configuration and calibration, and the instance's usage
 normalized, and whether a job fits a device (pure): check_device and check_fits refuse a job the
-service would refuse or never run.
+service would refuse or never run; queue_records makes each device's capacity record.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.bridge.hpc.plugins.module_utils._backend import ShapeError
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import ShapeError, queue_record
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum.compile import is_number, pub_circuits
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum.qasm import circuit_shape
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum.states import optional_string
 
 
+# A device's status that runs jobs; "paused" (maintenance) and others queue them without running.
+ONLINE = "online"
 # The service caps a job's max execution time (`cost`) at three hours instead of refusing more.
 MAX_COST_SECONDS = 10800
 
@@ -188,3 +190,28 @@ def check_fits(spec, rendered, name, qubits, warnings):
     if rendered.get("cost", 0) > MAX_COST_SECONDS:
         warnings.append("resources.time_limit: IBM Quantum caps a job's maximum execution time at %d "
                         "seconds (3 hours)" % MAX_COST_SECONDS)
+
+
+def queue_records(devices):
+    """The capacity record (_backend.QUEUE_KEYS) of each device, from normalized devices: those of
+    GET /backends alone (status, qubits and queue length are in the list since API version
+    2025-01-01) or with their status (operational, pending_jobs), as the inventory reads them. A
+    device's queue length is its pending jobs; how many run is not said. No device is a default:
+    a job names its device."""
+    records = []
+    for device in devices:
+        status = device.get("status")
+        operational = device.get("operational")
+        if status:
+            usable = status.lower() == ONLINE and operational is not False
+        else:
+            usable = operational is not False
+        pending = device.get("pending_jobs")
+        records.append(queue_record(
+            name=device["name"],
+            state=status or ("operational" if operational else "unknown" if operational is None else "not operational"),
+            usable=usable,
+            qubits=device.get("qubits"),
+            pending=device.get("queue_length") if pending is None else pending,
+        ))
+    return records

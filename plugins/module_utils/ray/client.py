@@ -35,7 +35,12 @@ from ansible_collections.bridge.hpc.plugins.module_utils.ray.compile import (
     compile_job,
     package,
 )
-from ansible_collections.bridge.hpc.plugins.module_utils.ray.fit import check_fits, normalize_node, used_and_total
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.fit import (
+    check_fits,
+    normalize_node,
+    queue_records,
+    used_and_total,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.states import normalize_job, string_field
 
 
@@ -249,6 +254,15 @@ class RayClient(Backend):
             self.warnings.append("used amounts are unknown: %s" % exc)
             usage, resources = {}, {}
         return {"version": version, "nodes": nodes, "usage": usage, "resources": resources}
+
+    def capacity(self):
+        """The cluster's one capacity record (Ray has no queues): three requests (the version, the
+        nodes, and the job list for the pending and running counts) whatever the number of jobs;
+        the version is read once per client."""
+        version = self.version()
+        nodes, jobs = self.nodes(), self.list()
+        return {"manager": MANAGER, "version": version["ray_version"], "api_version": version["version"],
+                "queues": queue_records(nodes, jobs)}
 
     def check(self, spec):
         # The nodes are read once per client: a batch of jobs is checked against one view.

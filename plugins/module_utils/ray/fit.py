@@ -2,14 +2,18 @@
 # Copyright: Bridge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ray nodes and their resources normalized, and whether a driver fits them (pure): check_fits
-refuses a driver no alive node can ever host, which Ray would leave PENDING for 15 minutes.
+refuses a driver no alive node can ever host, which Ray would leave PENDING for 15 minutes;
+queue_records makes the capacity record of the cluster.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import count_phases, queue_record
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
+
+MIB = 1024 * 1024
 
 
 def normalize_node(native):
@@ -79,3 +83,25 @@ def camel_case(name):
     """The dashboard's key conversion (to_camel_case): parts after the first go through str.title()."""
     parts = name.split("_")
     return parts[0] + "".join(part.title() for part in parts[1:])
+
+
+def queue_records(nodes, jobs=None):
+    """The one capacity record (_backend.QUEUE_KEYS) of a Ray cluster, which has no queues (name
+    None), from normalized nodes (what inventory() reads, with or without "native") and, where
+    given, the normalized jobs of the job list for the pending and running counts. A job is one
+    driver process, so the sizes are the largest alive node's."""
+    alive = [node for node in nodes if node["state"] == "alive"]
+    counts = None if jobs is None else count_phases(jobs, lambda job: [None]).get(None, {"pending": 0, "running": 0})
+    return [queue_record(
+        name=None,
+        state="ready" if alive else "no alive node",
+        usable=bool(alive),
+        default=True,
+        max_nodes=1,
+        cpus_per_node=int(max(node["cpus"] for node in alive)) if alive else None,
+        memory_mb_per_node=max(node["memory_bytes"] for node in alive) // MIB if alive else None,
+        gpus_per_node=int(max(node["gpus"] for node in alive)) if alive else None,
+        gpu_types=sorted(set(node["gpu_type"] for node in alive if node["gpus"] and node.get("gpu_type"))),
+        pending=None if counts is None else counts["pending"],
+        running=None if counts is None else counts["running"],
+    )]

@@ -43,6 +43,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.slurm.fit import (
     check_fits,
     normalize_node,
     normalize_partition,
+    queue_records,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import (
     at_path,
@@ -163,6 +164,8 @@ class SlurmClient(Backend):
         self._api_version = api_version
         self.warnings = []
         self.cluster = None
+        # Slurm's release ("26.05.5"), from the meta of the last answer that named it.
+        self.release = None
         self._topology = None
         # Whether slurmrestd answers /slurmdb (slurmdbd and its plugin): None until first asked.
         self._accounting = None
@@ -287,6 +290,8 @@ class SlurmClient(Backend):
         # 24.11 names the cluster only in meta (its partitions and nodes carry "").
         cluster = at_path(body, "meta", "slurm", "cluster")
         self.cluster = cluster if isinstance(cluster, str) and cluster else self.cluster
+        release = _named_release(body)
+        self.release = release or self.release
         for warning in warnings:
             note = self.transport.scrub(_error_text(warning))
             if note and note not in self.warnings and not HARMLESS_WARNING.search(note):
@@ -583,6 +588,18 @@ class SlurmClient(Backend):
         return {"partitions": self.partitions(), "nodes": self.nodes(), "api_version": self.api_version,
                 "cluster": self.cluster}
 
+    def capacity(self):
+        """Each partition's capacity record: three requests (partitions, nodes, and slurmctld's job
+        list for the pending and running counts) whatever the number of jobs, after the version
+        discovery of a client's first request when api_version is not set (one ping per version
+        tried, newest first).
+
+        The list is GET jobs/: the lighter GET jobs/state/ (v0.0.40 on) names no job's partition,
+        so it cannot count per partition."""
+        partitions, nodes, jobs = self.partitions(), self.nodes(), self.list()
+        return {"manager": MANAGER, "version": self.release, "api_version": self.api_version,
+                "queues": queue_records(partitions, nodes, jobs)}
+
     def check(self, spec):
         # Partitions and nodes are read once per client: a batch of jobs is checked against one view.
         if self._topology is None:
@@ -658,6 +675,16 @@ def _error_number(item):
         return int(value)
     except (TypeError, ValueError):
         return None
+
+
+def _named_release(body):
+    """The release an answer's meta names, or None: it only labels capacity(), so a meta of
+    another shape is no error."""
+    try:
+        release = _release(body)
+    except (AttributeError, TypeError):
+        return None
+    return release if isinstance(release, str) and release else None
 
 
 def _release(body):

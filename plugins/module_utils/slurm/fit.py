@@ -2,7 +2,8 @@
 # Copyright: Bridge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Slurm partitions and nodes normalized, and whether a job fits them (pure): check_fits refuses,
-before the submit, a job Slurm would accept and never start.
+before the submit, a job Slurm would accept and never start; queue_records makes the capacity
+record of each partition.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -11,6 +12,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import count_phases, queue_record
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import format_minutes
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import (
@@ -206,3 +208,57 @@ def _partition_misfit(spec, partition, nodes):
             return ("constraints", "feature(s) %s not offered by partition '%s'; its features: %s" % (
                 ", ".join(missing), name, ", ".join(sorted(features)) or "none"))
     return None
+
+
+def gpu_types(gres):
+    """GPU types in a gres string: 'gpu:a100:4(S:0-1),gpu:2' -> ['a100']."""
+    types = []
+    for item in (gres or "").split(","):
+        match = re.match(r"^gpu:([^:(]+):\d+", item.strip())
+        if match and match.group(1) not in types:
+            types.append(match.group(1))
+    return types
+
+
+def job_partitions(job):
+    """The partitions a job waits or runs in: a pending job may name several ("debug,batch")."""
+    return [name for name in (job.get("partition") or "").split(",") if name]
+
+
+def queue_records(partitions, nodes, jobs=None):
+    """The capacity record (_backend.QUEUE_KEYS) of each partition, from normalized partitions and
+    nodes (what inventory() reads, with or without "native") and, where given, the normalized jobs
+    of slurmctld's list, which the pending and running counts come from (None without them)."""
+    counts = None if jobs is None else count_phases(jobs, job_partitions)
+    records = []
+    for partition in partitions:
+        name = partition["name"]
+        usable_nodes = [n for n in nodes if name in (n.get("partitions") or []) and n.get("usable", True)]
+        memories = [n["memory_mb"] for n in usable_nodes if n.get("memory_mb")]
+        memory = max(memories) if memories else None
+        if memory and partition.get("max_memory_per_node_mb"):
+            memory = min(memory, partition["max_memory_per_node_mb"])
+        types, features = [], []
+        for node in usable_nodes:
+            types.extend(t for t in gpu_types(node.get("gres")) if t not in types)
+            features.extend(f for f in node.get("features") or [] if f not in features)
+        max_nodes = partition.get("max_nodes_per_job")
+        if max_nodes is None:
+            max_nodes = len(usable_nodes) if usable_nodes else partition.get("total_nodes")
+        counted = (counts or {}).get(name, {"pending": 0, "running": 0})
+        records.append(queue_record(
+            name=name,
+            state=partition["state"],
+            usable=partition["state"] == "UP" and bool(usable_nodes),
+            default=bool(partition["default"]),
+            max_time_minutes=partition["max_time_minutes"],
+            max_nodes=max_nodes,
+            cpus_per_node=max([n["cpus"] for n in usable_nodes if n.get("cpus")] or [None]),
+            memory_mb_per_node=memory,
+            gpus_per_node=max([n.get("gpus") or 0 for n in usable_nodes]) if usable_nodes else None,
+            gpu_types=sorted(types),
+            features=sorted(features),
+            pending=None if counts is None else counted["pending"],
+            running=None if counts is None else counted["running"],
+        ))
+    return records

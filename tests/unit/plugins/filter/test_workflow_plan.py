@@ -94,3 +94,26 @@ def test_only_name_backend_and_after_are_read():
 
     plan = workflow_plan([Untouchable(name="a", backend="ray", script="{{ later }}")], "wf", {"ray": {"url": "http://r"}})
     assert plan[0]["run"]
+
+
+def test_an_auto_step_is_placed_among_its_configured_candidates():
+    backends = {"ray": {"url": "http://127.0.0.1:8265"}, "slurm": SLURM, "lsf": {"url": ""}}
+    steps = [step("named", "auto", candidates=["lsf", "slurm"]), step("any", "auto", placement_policy="LeastQueued"),
+             step("none", "auto", candidates=["lsf", "quantum"])]
+    plan = dict((s["name"], s) for s in workflow_plan(steps, "wf", backends))
+    assert plan["named"] == {"name": "named", "backend": "auto", "after": [], "candidates": ["slurm"], "policy": "FirstFit",
+                             "identity": "wf.named", "run": True, "reason": None}
+    # Without candidates: every configured backend, in the order of workflow_backends.
+    assert plan["any"]["candidates"] == ["ray", "slurm"] and plan["any"]["policy"] == "LeastQueued"
+    assert plan["none"]["run"] is False
+    assert plan["none"]["reason"] == "none of the candidates lsf, quantum is configured in workflow_backends"
+
+
+@pytest.mark.parametrize("bad, expected", [
+    (step("a", "auto", candidates=["pbs"]), "step 'a': candidates must be a non-empty list of backends"),
+    (step("a", "auto", candidates=[]), "step 'a': candidates must be a non-empty list of backends"),
+    (step("a", "auto", placement_policy="Random"), "step 'a': placement_policy 'Random' is not a policy"),
+    (step("a", "slurm", candidates=["ray"]), "step 'a': candidates is for a step with backend auto"),
+])
+def test_bad_auto_steps_are_refused(bad, expected):
+    assert expected in refused([bad], backends={"slurm": SLURM})

@@ -100,3 +100,16 @@ def test_verify_file_accepts_kubernetes_yml_names(tmp_path, name, wanted):
     path = tmp_path / name
     path.write_text("plugin: %s\n" % NAME)
     assert RUNNER.make_plugin().verify_file(str(path)) is wanted
+
+
+def test_bridge_capacity_of_the_cluster_on_nodes_and_of_each_local_queue(tmp_path, stub):
+    inventory = RUNNER.run(tmp_path, {})
+    cluster = hostvars(inventory, "node-1")["bridge_capacity"]
+    assert cluster == hostvars(inventory, "gpu-1")["bridge_capacity"]
+    # gpu-1 is not ready: the record is node-1's.
+    assert (cluster["name"], cluster["usable"], cluster["cpus_per_node"], cluster["gpus_per_node"]) == (None, True, 4, 0)
+    assert (cluster["pending"], cluster["running"]) == (None, None)
+    inventory = RUNNER.run(tmp_path, {"hosts": "queues"})
+    queue = hostvars(inventory, "team-a")["bridge_capacity"]
+    assert (queue["name"], queue["usable"], queue["pending"], queue["running"], queue["cpus_per_node"]) == (
+        "team-a", True, 2, 1, None)

@@ -444,3 +444,12 @@ def test_missing_password_is_a_clear_error(tmp_path, simulated):
     with pytest.raises(AnsibleParserError, match="bridge.hpc.lsf: password is required: Application Center at .* "
                                                  "takes a user name and password"):
         run(tmp_path, dict(simulated, password=None))
+
+
+def test_simulator_queues_have_their_capacity_record(tmp_path, lsf_pac, simulated):
+    inventory = run(tmp_path, simulated)
+    short = hostvars(inventory, "short")["bridge_capacity"]
+    assert (short["name"], short["state"], short["usable"], short["max_time_minutes"], short["memory_mb_per_node"],
+            short["cpus_per_node"], short["pending"], short["running"]) == ("short", "Open:Active", True, 1, 256, 2, 0, 0)
+    assert hostvars(inventory, "normal")["bridge_capacity"]["default"] is True
+    assert hostvars(inventory, "closed")["bridge_capacity"]["usable"] is False

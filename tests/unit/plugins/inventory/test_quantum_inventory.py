@@ -487,3 +487,11 @@ def test_wrong_api_key_is_a_clear_error_without_the_key(tmp_path, stub):
 def test_missing_api_key_is_a_clear_error(tmp_path, stub):
     with pytest.raises(AnsibleParserError, match=r"bridge.hpc.quantum: .*api_key \(or QUANTUM_API_KEY\) is required"):
         run(tmp_path, dict(stub.config, api_key=None))
+
+
+def test_stub_devices_have_their_capacity_record(tmp_path, stub):
+    inventory = run(tmp_path, stub.config)
+    small = hostvars(inventory, "ibm_small")["bridge_capacity"]
+    assert (small["name"], small["state"], small["usable"], small["qubits"], small["pending"]) == (
+        "ibm_small", "online", True, 2, 0)
+    assert hostvars(inventory, "ibm_paused")["bridge_capacity"]["usable"] is False

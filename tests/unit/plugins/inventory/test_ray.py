@@ -468,3 +468,11 @@ def test_flush_cache_reads_ray_again_and_refreshes_the_cache(tmp_path, fake_clie
     inventory = run(tmp_path, cache_config(tmp_path))
     assert len(fake_client.instances) == 2
     assert members(inventory, "ray_nodes") == ["10.0.0.1"]
+
+
+def test_every_node_has_the_clusters_capacity_record(tmp_path):
+    inventory = run(tmp_path, {})
+    cluster = hostvars(inventory, "gpu-1")["bridge_capacity"]
+    assert cluster == hostvars(inventory, "10.0.0.1")["bridge_capacity"]
+    assert (cluster["name"], cluster["usable"], cluster["max_nodes"], cluster["cpus_per_node"], cluster["gpus_per_node"],
+            cluster["memory_mb_per_node"], cluster["gpu_types"]) == (None, True, 1, 32, 4, 256 * 1024, ["A100"])

@@ -558,3 +558,14 @@ def partition_groups_of(inventory, host):
     names = [g.name for g in inventory.get_host(host).get_groups()]
     return sorted(n[len("slurm_partition_"):-len("_nodes")] for n in names
                   if n.startswith("slurm_partition_") and n.endswith("_nodes"))
+
+
+def test_partitions_have_their_capacity_record(tmp_path):
+    inventory = run(tmp_path, {})
+    gpu = hostvars(inventory, "gpu")["bridge_capacity"]
+    # g2 is drained: only g1 counts.
+    assert (gpu["name"], gpu["state"], gpu["usable"], gpu["max_time_minutes"], gpu["max_nodes"], gpu["cpus_per_node"],
+            gpu["memory_mb_per_node"], gpu["gpus_per_node"], gpu["gpu_types"], gpu["features"]) == (
+        "gpu", "DOWN", False, 4320, 1, 32, 256000, 4, ["a100"], ["a100", "ib"])
+    debug = hostvars(inventory, "debug")["bridge_capacity"]
+    assert debug["usable"] and debug["default"] and (debug["pending"], debug["running"]) == (None, None)

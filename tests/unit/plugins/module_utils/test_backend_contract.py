@@ -33,7 +33,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import nor
 from fake_backend import FakeBackend
 from recorded import FIXTURES, recorded
 
-VERBS = ("describe", "render", "check", "submit", "find_many", "get", "list", "cancel", "inventory")
+VERBS = ("describe", "render", "check", "submit", "find_many", "get", "list", "cancel", "inventory", "capacity")
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 

@@ -43,6 +43,7 @@ VERBS = {
     "cancel": lambda client: client.cancel("1"),
     "logs": lambda client: client.logs("1"),
     "inventory": lambda client: client.inventory(),
+    "capacity": lambda client: client.capacity(),
 }
 
 
