@@ -44,6 +44,12 @@ class Batches:
             self._pending[(action, group)].append(key)
         self._work_ready.set()
 
+    def hold(self, key):
+        """Put CR `key` in flight without a batch: its status is being written in line (a placement,
+        a wait for its backend object), and the watch event of that write is `finish`'s to report."""
+        with self._lock:
+            self._in_flight.add(key)
+
     def track(self, group, key, interval):
         """Poll CR `key` with the other jobs of its backend, at least every `interval` seconds."""
         with self._lock:

@@ -14,6 +14,13 @@ own. So a CR whose status was just written is planned again from that write's wa
 brings the object as written (planned from the cache before it, a submitted CR would look
 unsubmitted). The watch event of a failure's status write plans nothing: the retry is scheduled,
 and planning at once would defeat the backoff whenever the message changes.
+
+A BridgeJob with spec.placement is first placed (placement.py): the choice is written into
+status.placement, and only the watch event of that write, which brings the object with the
+choice recorded, leads to its finalizer and submit. So the identity is looked up on the chosen
+backend only once the choice is recorded, and a placed job never moves. A BridgeJob naming a
+backend object that is not there yet waits (Submitted False, BackendNotFound) with backoff; the
+catalog's events plan it again as soon as the object appears or changes.
 """
 
 import collections
@@ -23,31 +30,38 @@ import logging
 import threading
 import time
 
-from bridge_controller import results
+from bridge_controller import placement, results
 from bridge_controller.backends import credential_keys
+from bridge_controller.backend_objects import KINDS
 from bridge_controller.batches import Batches
 from bridge_controller.plan import FINALIZER, plan
 from bridge_controller.policy import Policy
 from bridge_controller.resolver import Resolver
-from bridge_controller.spec import backend_key, backend_of, identity_of, job_params, key_of, poll_interval, refusal
+from bridge_controller.spec import backend_key, identity_of, job_params, key_of, poll_interval, refusal
 from bridge_controller.writer import Writer
 
 LOG = logging.getLogger(__name__)
 # The batch and poll threads' longest sleep when nothing is due: how soon the batch thread notices
 # a standby to replace, and the poll thread a backend newly tracked.
 IDLE_TICK = 1.0
+# Seconds before a BridgeJob whose placement waits for its candidates' first probe is placed
+# again; a change of any backend object plans it at once.
+PLACEMENT_RETRY = 5.0
 
 
 class Executor:
     def __init__(self, kube, cache, runner, queue, max_batch=500, batch_window=0.05, clock=time.monotonic,
-                 status_writers=8, event_writers=0, policy=None):
+                 status_writers=8, event_writers=0, policy=None, catalog=None):
+        """`catalog` is the cache of BridgeBackend and ClusterBridgeBackend objects and of namespaces
+        (catalog.py); None when there is none: a BridgeJob naming a backend object then waits."""
         self.cache = cache
+        self.catalog = catalog
         self.policy = policy or Policy()
         self.runner = runner
         self.queue = queue
         self.clock = clock
         self.batches = Batches(max_batch, batch_window, clock)
-        self.resolver = Resolver(kube)
+        self.resolver = Resolver(kube, catalog)
         self.writer = Writer(kube, self._acting, self._count, status_writers, event_writers)
         self.stats = collections.Counter()
         self.release_after_cancel = set()
@@ -58,10 +72,16 @@ class Executor:
         # poll or batch finds the Secret changed (a rotated token), those CRs are planned at once.
         self.parked = collections.defaultdict(set)
         self.secret_seen = {}
+        # BridgeJobs waiting for a backend object by its (kind, namespace, name), and those whose
+        # placement waits for a probe: a backend event plans them at once.
+        self.waiting_for_backend = collections.defaultdict(set)
+        self.waiting_for_placement = set()
         # With leader election, main.py sets this to the elector's gate. Once it is closed, nothing
         # is written and no batch runs: the Lease may soon be another replica's.
         self.may_act = lambda: True
         self._lock = threading.Lock()
+        if catalog is not None:
+            catalog.subscribe(self.backend_changed)
 
     def _count(self, name, amount=1):
         with self._lock:
@@ -82,12 +102,17 @@ class Executor:
             with self._lock:
                 self.failure_reports.pop(key, None)
                 self.parked.get(backend_key(obj), set()).discard(key)
+                self.waiting_for_placement.discard(key)
+                for keys in self.waiting_for_backend.values():
+                    keys.discard(key)
             return
         group = backend_key(obj)
+        # Planned outside the lock: the plan may read the catalog, whose events take the lock too.
+        starting = group not in self.backends_seen and self._plan(obj) in (("add_finalizer",), ("submit",))
         with self._lock:
             # Only a CR that is going to be submitted warms its backend: a controller watching
             # finished CRs holds no standby playbook.
-            new_backend = group not in self.backends_seen and self._plan(obj) in (("add_finalizer",), ("submit",))
+            new_backend = starting and group not in self.backends_seen
             if new_backend:
                 self.backends_seen.add(group)
         if new_backend and hasattr(self.runner, "prepare"):
@@ -98,6 +123,20 @@ class Executor:
             if own_report:
                 del self.failure_reports[key]
         if not own_report and not self.batches.changed_in_flight(key):
+            self.queue.add(key)
+
+    def backend_changed(self, event, backend):
+        """A BridgeBackend or ClusterBridgeBackend was added, changed or deleted (the catalog's
+        subscription, callback(kind, obj)): plan the BridgeJobs waiting for it, and every placement
+        waiting for a probe."""
+        meta = backend.get("metadata") or {}
+        kind = backend.get("kind") or (event if event in KINDS else None)
+        ref = (kind, "" if kind == "ClusterBridgeBackend" else meta.get("namespace") or "", meta.get("name"))
+        with self._lock:
+            keys = self.waiting_for_backend.pop(ref, set()) | self.waiting_for_placement
+            self.waiting_for_placement = set()
+        for key in sorted(keys):
+            self._count("backend_event_retries")
             self.queue.add(key)
 
     def _prepare(self, obj):
@@ -114,7 +153,17 @@ class Executor:
         self._count("reconciles")
         actions = self._plan(obj)
         group = backend_key(obj)
-        if actions == ("add_finalizer",):
+        unresolved = self.resolver.unresolved(obj) if actions == ("submit",) else None
+        if actions in (("place",), ("cancel_unplaced",)) or unresolved:
+            # Written in line, not batched, but in flight as a batch's CRs are: the watch event of
+            # its own write does not plan it again before its outcome says when.
+            self.batches.hold(key)
+        if actions == ("place",):
+            self._place(key, obj)
+        elif actions == ("cancel_unplaced",):
+            job = {"phase": "cancelled", "failure_class": "cancelled", "reason": "cancelled before it was placed"}
+            self._apply("cancel_unplaced", key, obj, results.Outcome({"job": job}, results.DONE))
+        elif actions == ("add_finalizer",):
             self.writer.set_finalizers(obj, (obj["metadata"].get("finalizers") or []) + [FINALIZER])
         elif actions == ("refuse",):
             self._count("refusals")
@@ -128,6 +177,8 @@ class Executor:
                 with self._lock:
                     self.release_after_cancel.add(key)
             self.batches.add("cancel", group, key)
+        elif unresolved:
+            self._wait_for_backend(key, obj, unresolved)
         elif "submit" in actions:
             self.batches.add("submit", group, key)
         elif "poll" in actions:
@@ -138,11 +189,60 @@ class Executor:
 
     def _refusal(self, obj):
         """(the Failed condition's reason, why) when the CR is not to be submitted at all, else None:
-        a spec its schema cannot check (reason: its failure class), or one outside the policy."""
+        a spec its schema cannot check (reason: its failure class), a backend outside the policy,
+        or a ClusterBridgeBackend whose namespaceSelector does not admit the CR's namespace."""
         why = refusal(obj)
         if why:
             return None, why
-        return self.policy.refusal(obj)
+        return self.resolver.refusal(obj, self.policy)
+
+    def _wait_for_backend(self, key, obj, unresolved):
+        """Hold back a CR whose backend object is not there (yet): Pending, retried with backoff, and
+        planned at once when the object appears (backend_changed)."""
+        reason, why, ref = unresolved
+        self._count("backend_waits")
+        with self._lock:
+            self.waiting_for_backend[ref].add(key)
+        self._apply("submit", key, obj, results.Outcome({"waiting": (reason, why)}, results.TEMPORARY))
+
+    def _place(self, key, obj):
+        """Choose the backend of a spec.placement from the catalog's cache and record the choice in
+        status.placement; the job goes on from the watch event of that write."""
+        started = self.clock()
+        script = None
+        if (obj.get("spec") or {}).get("scriptFrom"):
+            # What the script is may decide where it fits (a quantum circuit, a program).
+            _ready, scripts, waiting = self.resolver.scripts([(key, obj)])
+            if waiting:
+                self._apply("place", key, obj, results.Outcome({"waiting": ("ScriptNotFound", waiting[0][2])}, results.TEMPORARY))
+                return
+            script = scripts.get(key)
+        try:
+            decision = placement.decide(obj, self.catalog, job_params(obj, script=script),
+                                        lambda found: self.resolver.object_refusal(found, obj["metadata"].get("namespace"), self.policy))
+        except Exception:  # pylint: disable=broad-except
+            # Nothing was decided or written; the key must not stay in flight.
+            LOG.exception("placement of %s failed", key)
+            self._requeue(key, obj, results.TEMPORARY, None)
+            return
+        self._count("placement_seconds", self.clock() - started)
+        if decision.waiting:
+            self._count("placements_waiting")
+            with self._lock:
+                self.waiting_for_placement.add(key)
+            outcome = results.Outcome({"placed": (False,) + decision.waiting}, results.WAITING)
+        elif decision.message:
+            self._count("placements_unplaceable")
+            outcome = results.refused(decision.message, decision.message, refusal_reason="Unplaceable",
+                                      placement=decision.placement, placed=decision.placed)
+        else:
+            placed = decision.placement
+            outcome = results.Outcome({"placement": placed, "placed": decision.placed,
+                                       "backend": dict(placed["backend"], type=placed["type"])}, results.DONE)
+            if self._apply("place", key, obj, outcome) is not None:
+                self._count("placements")   # recorded: a choice another write had made first is not counted
+            return
+        self._apply("place", key, obj, outcome)
 
     def _plan(self, obj):
         return plan(obj, self._refusal)
@@ -214,12 +314,14 @@ class Executor:
 
     def _outcomes(self, action, objects, scripts):
         first = objects[0][1]
-        connection = self.resolver.connection(first)
+        # Resolved now, when the batch runs: a backend object's edit reaches the next runner call.
+        backend = self.resolver.backend(first)
+        connection = self.resolver.connection(first, backend)
         # Read for every batch and every poll, never cached: a token rotated in the Secret (one
         # that expires) is what the next runner call hands over. One GET per runner call.
-        credentials = self.resolver.credentials(first)
+        credentials = self.resolver.credentials(first, backend)
         identities = [identity_of(obj) for _key, obj in objects]
-        if backend_of(first)["secret"]:
+        if backend["secret"]:
             self._count("secret_reads")
             self._secret_read(backend_key(first), credentials, [key for key, _obj in objects])
             refused = self._credentials_refusal(connection["type"], credentials)
@@ -264,12 +366,18 @@ class Executor:
 
     def _apply(self, action, key, obj, outcome):
         """Write one CR's outcome, then let its key be planned again as the outcome's class says.
-        Its key leaves flight even when the write fails, so that nothing strands it."""
+        Its key leaves flight even when the write fails, so that nothing strands it. Returns the
+        object as written, None when nothing was."""
         updated = None
+        written = False
         try:
-            updated = self.writer.status(obj, **outcome.observed)
+            observed = dict(outcome.observed)
+            if "backend" not in observed:
+                observed["backend"] = self.resolver.status_backend(obj)
+            updated = self.writer.status(obj, **observed)
+            written = True
             if outcome.kind != results.DONE:
-                return
+                return updated
             job = outcome.observed.get("job") or {}
             if action == "poll" and job.get("terminal"):
                 self.batches.untrack(key)
@@ -280,10 +388,15 @@ class Executor:
                 self.release_after_cancel.discard(key)
             if release:
                 self._release(updated or self.cache.get(key) or obj)
+            return updated
         finally:
-            self._requeue(key, obj, outcome.kind, updated)
+            # A placement that wrote nothing found the stored CR newer than the cache (another
+            # write, or a choice already recorded): its watch event is coming and plans the CR.
+            # Planned now, it would only be placed again from the same stale view.
+            event_coming = written and updated is None and action == "place" and outcome.kind == results.DONE
+            self._requeue(key, obj, outcome.kind, updated, event_coming)
 
-    def _requeue(self, key, obj, kind, written):
+    def _requeue(self, key, obj, kind, written, event_coming=False):
         """Take `key` out of flight and have it planned again as its outcome's class says.
 
         Done and refused forget the backoff and re-plan with the watch event of `written` (the
@@ -291,7 +404,7 @@ class Executor:
         while in flight. Temporary waits the key's growing backoff, permanent the backoff's cap,
         unless the CR changed meanwhile so that its plan did (cancelled, deleted).
         """
-        retrying = kind in (results.TEMPORARY, results.PERMANENT)
+        retrying = kind in (results.TEMPORARY, results.PERMANENT, results.WAITING)
         group = backend_key(obj)
         with self._lock:
             if retrying and written is not None:
@@ -305,11 +418,13 @@ class Executor:
         changed = key in self.batches.finish([key])
         if not retrying:
             self.queue.forget(key)
-            if written is None or changed:
+            if (written is None and not event_coming) or changed:
                 self.queue.add(key)
             return
         if kind == results.TEMPORARY:
             self.queue.add_rate_limited(key)
+        elif kind == results.WAITING:
+            self.queue.add_after(key, PLACEMENT_RETRY)
         else:
             self.queue.add_after(key, self.queue.rate_limiter.cap)
         current = self.cache.get(key)

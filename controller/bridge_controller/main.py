@@ -173,7 +173,7 @@ def main(argv=None):
                     kubeconfig=args.kubeconfig and os.path.abspath(args.kubeconfig))
     executor = Executor(KubeApi(api_client), watcher, runner, queue, max_batch=args.max_batch,
                         batch_window=args.batch_window, status_writers=STATUS_WRITERS, event_writers=EVENT_WRITERS,
-                        policy=args.policy)
+                        policy=args.policy, catalog=catalog)
     stopping = threading.Event()
     started = threading.Event()
 

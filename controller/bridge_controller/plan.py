@@ -6,11 +6,17 @@ controller killed between a submit and the status write neither submits again no
 job. Reads of many jobs and submits of many CRs are batched per backend by the caller.
 """
 
+from bridge_controller.spec import needs_placement
 from bridge_controller.spec import refusal as spec_refusal
 from bridge_controller.status import TERMINAL
 
 FINALIZER = "bridge.dev/cancel-job"
 
+# place           choose the backend of a spec.placement among its candidates, from the backend
+#                 objects' cached status, and record the choice in status.placement; nothing is
+#                 sent anywhere, so no finalizer. The job is submitted only once the recorded
+#                 choice comes back with the watch event of that write, and never moves again.
+# cancel_unplaced a spec.cancel before placement chose: Cancelled, nothing to ask a backend
 # refuse          fail a CR before it is submitted when `refusal` finds it wrong in what its schema
 #                 cannot check (a resultQuery) or outside the operator's policy (policy.py)
 # add_finalizer   put the finalizer on before any side effect
@@ -36,6 +42,8 @@ def plan(obj, refusal=spec_refusal):
         return ("cancel", "remove_finalizer")          # its job may be queued or running
     if terminal:
         return ()                                      # a finished job has nothing left to clean up
+    if needs_placement(obj):
+        return ("cancel_unplaced",) if spec.get("cancel") else ("place",)
     if not status.get("jobId") and refusal(obj):
         return ("refuse",)                             # no side effect, so no finalizer
     if not has_finalizer:

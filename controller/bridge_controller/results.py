@@ -11,7 +11,10 @@ its class, which says whether and when its backend work is tried again:
 * permanent  the backend refuses us, not the job (auth failed, the URL is another service):
              BackendReachable False naming the error type, retried at the backoff's cap only,
              since the fix (a Secret, a URL behind a proxy) is no change of the CR: no event
-             would bring it back otherwise.
+             would bring it back otherwise;
+* waiting    something the job needs is not there yet and nobody failed (placement waits for
+             its candidates' first probe): retried after a few seconds, and at once when a
+             backend object changes.
 
 Errors say which they are with `temporary` and what they are about with `kind`: the collection's
 error types (module_utils/_errors.py). A module older than that flag does not say: then only the
@@ -24,7 +27,7 @@ from bridge_controller.collection import module_utils
 
 _errors = module_utils("_errors")
 
-DONE, REFUSED, TEMPORARY, PERMANENT = "done", "refused", "temporary", "permanent"
+DONE, REFUSED, TEMPORARY, PERMANENT, WAITING = "done", "refused", "temporary", "permanent", "waiting"
 # The kinds of the errors about the job itself: the same request would meet them again.
 JOB_REFUSALS = frozenset(error.kind for error in (_errors.Rejected, _errors.SpecError, _errors.Unsupported,
                                                   _errors.AlreadyExists, _errors.NotFound))

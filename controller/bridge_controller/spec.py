@@ -1,6 +1,9 @@
 """A BridgeJob's spec as the collection's job spec: camelCase to snake_case, identity = CR UID.
 
-Pure functions: the executor and the resolver derive from here what a CR asks for and where.
+Pure functions: the executor and the resolver derive from here what a CR asks for and where. A
+BridgeJob says where it runs in one of three ways: inline (spec.backend), by naming a backend
+object (spec.backendRef), or by letting the controller choose among candidates (spec.placement,
+whose choice is recorded in status.placement and from then on is the job's backend object).
 """
 
 import re
@@ -38,6 +41,11 @@ def job_params(obj, script=None):
     params["script"] = spec.get("script") if spec.get("script") is not None else script
     params["identity"] = identity_of(obj)
     params.setdefault("name", job_name(obj))
+    # The queue placement chose is the job's when its spec names none (with one, placement only
+    # looked at that queue).
+    placed_queue = placement_of(obj).get("queue")
+    if placed_queue and not params.get("queue"):
+        params["queue"] = placed_queue
     return params
 
 
@@ -62,8 +70,46 @@ def backend_of(obj):
     }
 
 
+def placement_of(obj):
+    """status.placement: what placement chose and why ({} before it chose)."""
+    return (obj.get("status") or {}).get("placement") or {}
+
+
+def needs_placement(obj):
+    """True for a BridgeJob with spec.placement whose choice is not recorded yet: a job whose
+    status.placement names a backend never moves."""
+    return bool((obj.get("spec") or {}).get("placement")) and not placement_of(obj).get("backend")
+
+
+def backend_ref(obj):
+    """{kind, name} of the backend object the job runs on (spec.backendRef, or what placement
+    chose); None for an inline spec.backend and for a job not placed yet."""
+    spec = obj.get("spec") or {}
+    ref = spec.get("backendRef") or (placement_of(obj).get("backend") if spec.get("placement") else None)
+    if not ref or not ref.get("name"):
+        return None
+    return {"kind": ref.get("kind") or "BridgeBackend", "name": ref["name"]}
+
+
+def ref_key(ref, job_namespace):
+    """(kind, namespace, name) of a backend object as the catalog finds it: a namespaced one is
+    in the BridgeJob's namespace, a cluster one in none."""
+    return (ref["kind"], "" if ref["kind"] == "ClusterBridgeBackend" else job_namespace, ref["name"])
+
+
 def backend_key(obj):
-    """CRs with the same backend key share one runner invocation and one poll request."""
+    """CRs with the same backend key share one runner invocation and one poll request.
+
+    A job naming a backend object is keyed by that object and its own namespace, not by the
+    connection: the connection is read from the object when the batch runs (so an edited object
+    moves all its jobs together), and a ClusterBridgeBackend may take each namespace's own Secret.
+    """
+    namespace = obj["metadata"].get("namespace")
+    ref = backend_ref(obj)
+    if ref is not None:
+        return ("ref",) + ref_key(ref, namespace) + (namespace,)
+    if needs_placement(obj):
+        return ("unplaced", namespace)
     backend = backend_of(obj)
     ca = backend["ca"] or {}
     return (backend["namespace"], backend["type"], backend["url"], backend["secret"], backend["api_version"],

@@ -16,7 +16,7 @@ _backend = module_utils("_backend")
 # Pending before there is a job.
 PHASE_BY_JOB_PHASE = dict((phase, phase.capitalize()) for phase in _backend.PHASES)
 TERMINAL = tuple(PHASE_BY_JOB_PHASE[phase] for phase in _backend.TERMINAL_PHASES)
-CONDITION_TYPES = ("Submitted", "Running", "Succeeded", "Failed", "Cancelled", "BackendReachable", "ResultSelected")
+CONDITION_TYPES = ("Placed", "Submitted", "Running", "Succeeded", "Failed", "Cancelled", "BackendReachable", "ResultSelected")
 JOB_FIELDS = {
     "job_id": "jobId",
     "native_state": "nativeState",
@@ -74,17 +74,30 @@ def overtaken(phase, job):
 
 
 def desired_status(current, generation, job=None, reachable=None, message=None, submitted=False,
-                   backend_error=None, waiting=None, now=None, result_query=None, refusal_reason=None):
+                   backend_error=None, waiting=None, now=None, result_query=None, refusal_reason=None,
+                   placement=None, placed=None, backend=None):
     """The status a CR should have after what was just observed.
 
     `job` is the normalized job (None when not read this time), `reachable` whether the backend
     answered (None when it was not asked), `submitted` whether a job id is known, `waiting` a
     (reason, message) of why a job that is not submitted cannot be yet, `result_query` the CR's
-    spec.resultQuery, applied to a job seen finished.
+    spec.resultQuery, applied to a job seen finished. `placement` is status.placement as placement
+    chose it and `placed` the Placed condition's (status, reason, message): both are dropped when
+    the current status holds a placement that names a backend, since a placed job never moves (a
+    write computed from a view that lagged another replica's choice must not replace it).
+    `backend` is status.backend ({kind, name, type}, or {type} for an inline spec.backend).
     """
     now = now or now_rfc3339()
     status = dict(current or {})
     status.pop("conditions", None)
+    if ((current or {}).get("placement") or {}).get("backend"):
+        if placement is not None:
+            backend = None           # this write's choice, not the recorded one
+        placement = placed = None
+    if placement is not None:
+        status["placement"] = placement
+    if backend is not None:
+        status["backend"] = backend
     applied = job is not None and not overtaken(status.get("phase"), job)
     if applied:
         status.update(job_status(job))
@@ -93,6 +106,8 @@ def desired_status(current, generation, job=None, reachable=None, message=None, 
     if message is not None:
         status["message"] = message
     conditions = list((current or {}).get("conditions") or [])
+    if placed is not None:
+        conditions = set_condition(conditions, "Placed", placed[0], placed[1], placed[2], now, generation)
     phase = status["phase"]
     has_job = bool(status.get("jobId")) or submitted
     # In the condition, not in status.message: the next write resets the condition, while a

@@ -243,14 +243,15 @@ def test_crd_is_established_with_names_and_printer_columns(deployed):
     assert (version.name, version.served, version.storage) == ("v1alpha1", True, True)
     assert version.subresources.status is not None
     columns = [(c.name, c.json_path) for c in version.additional_printer_columns]
-    assert columns == [("Backend", ".spec.backend.type"), ("Phase", ".status.phase"), ("Job ID", ".status.jobId"),
+    assert columns == [("Backend", ".status.backend.type"), ("Phase", ".status.phase"), ("Job ID", ".status.jobId"),
                        ("Exit Code", ".status.exitCode"), ("Age", ".metadata.creationTimestamp")]
 
 
 def test_list_as_table_serves_the_printer_columns(deployed, namespace, objects):
     job = fresh_job(objects, namespace, "table")
     objects.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, job["metadata"]["name"],
-                                                  {"status": {"phase": "Completed", "jobId": "42", "exitCode": 3}})
+                                                  {"status": {"phase": "Completed", "jobId": "42", "exitCode": 3,
+                                                              "backend": {"type": "slurm"}}})
     table = deployed.call_api(
         "/apis/%s/%s/namespaces/%s/%s/%s" % (GROUP, VERSION, namespace, PLURAL, job["metadata"]["name"]), "GET",
         header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
@@ -485,6 +486,109 @@ def test_status_is_validated_too(objects, namespace, status, field):
     code, message, fields = rejection(objects.patch_namespaced_custom_object_status, GROUP, VERSION, namespace, PLURAL,
                                       job["metadata"]["name"], {"status": status})
     assert code == 422 and field in fields, message
+
+
+# ------------------------------------------------------------------ backendRef and placement (issue 24)
+
+def where_to_run(**where):
+    """The slurm sample with spec.backend replaced by `where` (backendRef=..., placement=...)."""
+    body = sample("slurm.yaml", "BridgeJob")
+    body["metadata"]["name"] = "where-%s" % uuid.uuid4().hex[:6]
+    del body["spec"]["backend"]
+    body["spec"].update(where)
+    return body
+
+
+SELECTOR = {"matchLabels": {"site": "hpc"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]}, {"key": "retired", "operator": "DoesNotExist"}]}
+
+
+def test_a_backend_ref_defaults_its_kind_and_a_placement_its_policy_and_candidate_kinds(objects, namespace):
+    created = create(objects, namespace, where_to_run(backendRef={"name": "slurm-a"}), dry_run="All")
+    assert created["spec"]["backendRef"] == {"kind": "BridgeBackend", "name": "slurm-a"}
+    candidates = [{"name": "slurm-a"}, {"kind": "ClusterBridgeBackend", "name": "slurm-a", "queues": ["debug", "gpu"]}]
+    created = create(objects, namespace, where_to_run(placement={"candidates": candidates}), dry_run="All")
+    assert created["spec"]["placement"]["policy"] == "FirstFit"
+    assert [c["kind"] for c in created["spec"]["placement"]["candidates"]] == ["BridgeBackend", "ClusterBridgeBackend"]
+    created = create(objects, namespace, where_to_run(placement={"selector": SELECTOR, "policy": "LeastQueued"}), dry_run="All")
+    assert created["spec"]["placement"]["selector"] == SELECTOR
+
+
+def test_a_script_without_an_interpreter_line_is_the_backend_objects_to_judge(objects, namespace):
+    # The schema cannot know the type of a referenced backend (a quantum one takes a circuit).
+    body = where_to_run(backendRef={"kind": "ClusterBridgeBackend", "name": "ibm"})
+    body["spec"]["script"] = "OPENQASM 3.0;\nqubit[1] q;\n"
+    create(objects, namespace, body, dry_run="All")
+
+
+WHERE_REJECTED = [
+    ("ref-and-placement", {"backendRef": {"name": "a"}, "placement": {"candidates": [{"name": "a"}]}},
+     "spec.placement", "spec.backendRef and spec.placement are exclusive"),
+    ("ref-kind", {"backendRef": {"kind": "Backend", "name": "a"}}, "spec.backendRef.kind", "Unsupported value"),
+    ("ref-without-name", {"backendRef": {"kind": "BridgeBackend"}}, "spec.backendRef.name", "Required value"),
+    ("placement-empty", {"placement": {}}, "spec.placement.candidates", "give exactly one of"),
+    ("no-candidates", {"placement": {"candidates": []}}, "spec.placement.candidates", "at least 1"),
+    ("too-many-candidates", {"placement": {"candidates": [{"name": "b%d" % n} for n in range(17)]}},
+     "spec.placement.candidates", "must have at most 16 items"),
+    ("duplicate-candidate", {"placement": {"candidates": [{"name": "a"}, {"kind": "BridgeBackend", "name": "a"}]}},
+     "spec.placement.candidates[1]", "Duplicate value"),
+    ("policy", {"placement": {"selector": {}, "policy": "Random"}}, "spec.placement.policy", "Unsupported value"),
+    ("in-without-values", {"placement": {"selector": {"matchExpressions": [{"key": "site", "operator": "In"}]}}},
+     "spec.placement.selector.matchExpressions[0].values", "In and NotIn need values"),
+    ("exists-with-values", {"placement": {"selector": {"matchExpressions": [{"key": "site", "operator": "Exists",
+                                                                             "values": ["x"]}]}}},
+     "spec.placement.selector.matchExpressions[0].values", "Exists and DoesNotExist take none"),
+]
+
+
+@pytest.mark.parametrize("name, where, field, text", WHERE_REJECTED, ids=[w[0] for w in WHERE_REJECTED])
+def test_where_to_run_is_checked_naming_the_field(objects, namespace, name, where, field, text):
+    status, message, fields = rejection(create, objects, namespace, where_to_run(**where), dry_run="All")
+    assert status == 422 and field in fields, message
+    assert text in message, message
+
+
+WHERE_CHANGES = [
+    ("ref-name", {"backendRef": {"name": "slurm-a"}}, {"backendRef": {"name": "slurm-b"}}, "spec.backendRef"),
+    ("ref-kind", {"backendRef": {"name": "slurm-a"}}, {"backendRef": {"kind": "ClusterBridgeBackend"}}, "spec.backendRef"),
+    ("ref-to-backend", {"backendRef": {"name": "slurm-a"}},
+     {"backendRef": None, "backend": {"type": "ray", "url": "http://ray:8265"}}, "spec.backend"),
+    ("placement-policy", {"placement": {"selector": {}}}, {"placement": {"policy": "LeastQueued"}}, "spec.placement"),
+    ("placement-candidates", {"placement": {"candidates": [{"name": "a"}]}},
+     {"placement": {"candidates": [{"name": "a"}, {"name": "b"}]}}, "spec.placement"),
+    ("placement-to-ref", {"placement": {"selector": {}}}, {"placement": None, "backendRef": {"name": "a"}}, "spec.placement"),
+]
+
+
+@pytest.mark.parametrize("name, where, change, field", WHERE_CHANGES, ids=[c[0] for c in WHERE_CHANGES])
+def test_where_to_run_is_immutable(objects, namespace, name, where, change, field):
+    job = create(objects, namespace, where_to_run(**where))
+    status, message, fields = rejection(patch, objects, namespace, job, {"spec": change})
+    assert status == 422 and field in fields, message
+    assert "is immutable after creation" in message or "exclusive" in message, message
+    assert patch(objects, namespace, job, {"spec": {"pollInterval": 7}})["spec"]["pollInterval"] == 7
+
+
+def test_status_placement_and_backend_are_stored_and_bounded(objects, namespace):
+    job = create(objects, namespace, where_to_run(placement={"selector": {}}))
+    name = job["metadata"]["name"]
+    placement = {"backend": {"kind": "ClusterBridgeBackend", "name": "slurm-a"}, "type": "slurm", "queue": "debug",
+                 "policy": "FirstFit", "placedTime": "2026-12-03T18:00:00Z",
+                 "rejected": [{"backend": "BridgeBackend/small", "queue": "debug",
+                               "reason": "resources.gpus: 2 GPUs per node requested; the nodes of 'debug' have at most 0"},
+                              {"backend": "ClusterBridgeBackend/down", "reason": "ConnectionFailed: connection refused"}]}
+    backend = {"kind": "ClusterBridgeBackend", "name": "slurm-a", "type": "slurm"}
+    condition = {"type": "Placed", "status": "True", "reason": "Placed", "message": "FirstFit chose ClusterBridgeBackend/slurm-a",
+                 "lastTransitionTime": "2026-12-03T18:00:00Z"}
+    written = objects.patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, PLURAL, name, {"status": {"placement": placement, "backend": backend, "conditions": [condition]}})
+    assert written["status"]["placement"] == placement and written["status"]["backend"] == backend
+    too_many = dict(placement, rejected=[{"backend": "BridgeBackend/b%d" % n, "reason": "no"} for n in range(51)])
+    too_long = dict(placement, rejected=[{"backend": "BridgeBackend/b", "reason": "x" * 301}])
+    for bad, field in ((too_many, "status.placement.rejected"), (too_long, "status.placement.rejected[0].reason")):
+        code, message, fields = rejection(objects.patch_namespaced_custom_object_status, GROUP, VERSION, namespace, PLURAL,
+                                          name, {"status": {"placement": bad}})
+        assert code == 422 and field in fields, message
 
 
 # ------------------------------------------------------------------ RBAC of the controller's ServiceAccount

@@ -152,3 +152,71 @@ class FakeRunner:
             return {"jobs": found, "missing": missing, "requests": 1}
         return {"results": _jobs.ensure_many_absent(self.backend, [job["identity"] for job in jobs], wait=True,
                                                     wait_timeout=wait_timeout, poll_interval=0.01)}
+
+
+class FakeCatalog:
+    """The Catalog's interface (controller/bridge_controller/catalog.py) over in-memory backend
+    objects and namespace labels; `put` and `remove` call the subscribers as the watch would."""
+
+    def __init__(self, backends=(), namespaces=None):
+        self.objects = {}
+        self.namespaces = dict(namespaces or {})
+        self.subscribers = []
+        for obj in backends:
+            self.objects[self._key(obj)] = copy.deepcopy(obj)
+
+    @staticmethod
+    def _key(obj):
+        meta = obj["metadata"]
+        namespaced = obj["kind"] != "ClusterBridgeBackend"
+        return (obj["kind"], meta.get("namespace", "") if namespaced else "", meta["name"])
+
+    def backend(self, kind, namespace, name):
+        obj = self.objects.get((kind, "" if kind == "ClusterBridgeBackend" else namespace, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def backends(self):
+        return [copy.deepcopy(obj) for obj in self.objects.values()]
+
+    def namespace_labels(self, name):
+        labels = self.namespaces.get(name)
+        return dict(labels) if labels is not None else None
+
+    def subscribe(self, callback):
+        self.subscribers.append(callback)
+
+    def put(self, obj):
+        kind = "MODIFIED" if self._key(obj) in self.objects else "ADDED"
+        self.objects[self._key(obj)] = copy.deepcopy(obj)
+        for callback in self.subscribers:
+            callback(kind, copy.deepcopy(obj))
+
+    def remove(self, obj):
+        self.objects.pop(self._key(obj), None)
+        for callback in self.subscribers:
+            callback("DELETED", copy.deepcopy(obj))
+
+
+def queue_record(name, **values):
+    """A capacity record (design-24 section 1) in the camelCase of a backend object's status."""
+    record = {"name": name, "state": "UP", "usable": True, "default": False, "maxTimeMinutes": None, "maxNodes": None,
+              "cpusPerNode": None, "memoryMbPerNode": None, "gpusPerNode": None, "gpuTypes": [], "features": [],
+              "qubits": None, "pending": 0, "running": 0}
+    record.update(values)
+    return record
+
+
+def backend_object(name, kind="BridgeBackend", namespace="ns", spec=None, ready=True, queues=(), labels=None):
+    """A BridgeBackend (or ClusterBridgeBackend) as the probe leaves it; ready None = never probed."""
+    body = {"type": "slurm", "url": "http://%s:6820" % name, "credentialsSecretRef": {"name": "creds"}}
+    body.update(spec or {})
+    meta = {"name": name, "labels": dict(labels or {})}
+    if kind == "BridgeBackend":
+        meta["namespace"] = namespace
+    obj = {"apiVersion": "bridge.dev/v1alpha1", "kind": kind, "metadata": meta, "spec": body, "status": {}}
+    if ready is not None:
+        obj["status"] = {"conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                                         "reason": "Probed" if ready else "ConnectionFailed",
+                                         "message": "" if ready else "connection refused"}],
+                         "queues": [queue_record(q) if isinstance(q, str) else q for q in queues]}
+    return obj

@@ -41,7 +41,8 @@ def test_every_field_of_the_crd_reaches_the_collection_spec():
     assert params["resources"] == {"tasks_per_node": 4, "gpu_type": "a100", "gpus": 1}
     with open(os.path.join(REPO, "deploy", "crd.yaml")) as handle:
         schema = yaml.safe_load(handle)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    controller_own = {"backend", "script", "scriptFrom", "resultQuery", "cancel", "pollInterval", "resources"}
+    controller_own = {"backend", "backendRef", "placement", "script", "scriptFrom", "resultQuery", "cancel", "pollInterval",
+                      "resources"}
     assert set(schema["properties"]) - controller_own == set(TOP_LEVEL)
     assert set(schema["properties"]["resources"]["properties"]) == set(RESOURCES)
 
