@@ -76,7 +76,7 @@ def services():
 def timed(new_client, verb, repeat):
     """(p50 seconds, p50 requests, the last answer) of `verb` of a new client, `repeat` times."""
     seconds, requests, answer = [], [], None
-    for _ in range(repeat):
+    for _attempt in range(repeat):
         started = time.perf_counter()
         client = new_client()
         try:

@@ -29,7 +29,8 @@ POLICY = "bridge-jobs-within-their-authors-rights"
 EVERY_NAMESPACE = "bridge-controller-tenant-every-namespace"
 CONTROLLER = ("bridge-system", "bridge-controller")
 # What a tenant's author is given in their namespace: BridgeJobs, and for alice also Jobs.
-AUTHOR_RULES = [{"apiGroups": ["bridge.dev"], "resources": ["bridgejobs"], "verbs": ["create", "get", "patch"]}]
+AUTHOR_RULES = [{"apiGroups": ["bridge.dev"], "resources": ["bridgejobs", "bridgebackends"], "verbs": ["create", "get", "patch"]}]
+BACKEND_POLICY = "bridge-backends-within-their-authors-rights"
 JOB_RULES = [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]}]
 
 
@@ -166,6 +167,42 @@ def test_the_schema_keeps_the_controllers_own_connection(tenants):
     assert "is forbidden for backend.type kubernetes without credentialsSecretRef" in message
     body["spec"]["backend"]["credentialsSecretRef"] = {"name": "other-cluster"}
     create(tenants.alice, tenants.a, body)
+
+
+def kubernetes_backend(name, **spec):
+    return {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "BridgeBackend", "metadata": {"name": name},
+            "spec": dict({"type": "kubernetes"}, **spec)}
+
+
+def create_backend(api, namespace, body):
+    return api.create_namespaced_custom_object(GROUP, VERSION, namespace, "bridgebackends", body)
+
+
+def test_a_kubernetes_bridgebackend_without_a_secret_needs_an_author_who_may_create_its_jobs(tenants):
+    """Every BridgeJob naming such a backend runs its Job with the controller's ServiceAccount: who
+    defines it must hold the right to create those Jobs, as for a BridgeJob that says it in line."""
+    deadline = time.time() + 60
+    while True:  # the apiserver loads a new policy a moment after it is written
+        try:
+            create_backend(tenants.bob, tenants.a, kubernetes_backend("bobs-node", namespace=tenants.a))
+        except ApiException as error:
+            if error.status == 403 and BACKEND_POLICY in error.body:
+                break
+            raise
+        tenants.admin.delete_namespaced_custom_object(GROUP, VERSION, tenants.a, "bridgebackends", "bobs-node")
+        assert time.time() < deadline, "the backend policy did not refuse bob within 60 s"
+        time.sleep(0.5)
+    status, message, _fields = rejection(create_backend, tenants.bob, tenants.a, kubernetes_backend("bobs-node"))
+    assert status == 403, message
+    assert "'%s' may not create Jobs (batch) in namespace '%s'" % (tenants.bob_name, tenants.a) in message, message
+    assert create_backend(tenants.alice, tenants.a, kubernetes_backend("alices-node"))["spec"]["type"] == "kubernetes"
+    status, message, _fields = rejection(create_backend, tenants.alice, tenants.a,
+                                         kubernetes_backend("alices-elsewhere", namespace=tenants.b))
+    assert status == 422 and "is not this BridgeBackend's namespace" in message, message
+    # With a kubeconfig Secret of bob's own, the controller's rights are not involved.
+    other = kubernetes_backend("bobs-other-cluster", credentialsSecretRef={"name": "other-cluster"},
+                               url="https://other-cluster.example.org:6443")
+    assert create_backend(tenants.bob, tenants.a, other)["spec"]["url"].startswith("https://other-cluster")
 
 
 # ------------------------------------------------------------------ RBAC: one binding per tenant
