@@ -32,6 +32,8 @@ CONTROLLER_ACCOUNT = "bridge-controller"
 INVALID_SAMPLES = sorted(glob.glob(os.path.join(DEPLOY, "samples", "invalid", "*.yaml")))
 MUTABLE_SPEC_FIELDS = ("cancel", "pollInterval")
 SAMPLES = ("slurm.yaml", "ray.yaml", "lsf.yaml", "quantum.yaml", "kubernetes.yaml")
+# The samples of backend objects and of BridgeJobs that name them (docs/backends.md).
+BACKEND_SAMPLES = ("backends.yaml", "placement.yaml")
 
 
 def load_all(path):
@@ -271,6 +273,52 @@ def test_samples_are_accepted_with_defaults_filled_in(objects, namespace, sample
     assert spec["cancel"] is False
     assert spec["pollInterval"] == 30
     assert created["metadata"]["generation"] == 1
+
+
+def test_placement_sample_names_what_the_backends_sample_defines():
+    backends = [doc for doc in manifests(os.path.join(DEPLOY, "samples", "backends.yaml")) if doc["kind"].endswith("BridgeBackend")]
+    jobs = dict((doc["metadata"]["name"], doc["spec"]) for doc in manifests(os.path.join(DEPLOY, "samples", "placement.yaml")))
+    selector = jobs["train-placed"]["placement"]["selector"]["matchLabels"]
+    assert [doc["metadata"]["name"] for doc in backends
+            if all(doc["metadata"].get("labels", {}).get(key) == value for key, value in selector.items())] == [
+        "slurm-a", "lsf-a", "team-ray"]
+    ref = jobs["hello-slurm-a"]["backendRef"]
+    assert [(doc["kind"], doc["metadata"]["name"]) for doc in backends].count((ref["kind"], ref["name"])) == 1
+
+
+@pytest.mark.parametrize("sample_file", BACKEND_SAMPLES)
+def test_backend_and_placement_samples_are_accepted_with_defaults_filled_in(deployed, namespace, sample_file):
+    """Every object of the sample, created as a dry run (a ClusterBridgeBackend's name is the whole
+    apiserver's, shared with other runs): the schema and CEL rules of deploy/crd-backends.yaml and
+    deploy/crd.yaml take it, with their defaults. The sample's tenant namespace becomes this run's;
+    bridge-system is namespace.yaml's."""
+    dynamic = DynamicClient(deployed)
+    kinds = []
+    for doc in manifests(os.path.join(DEPLOY, "samples", sample_file)):
+        resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        if resource.namespaced:
+            if doc["metadata"].get("namespace") != CONTROLLER_NAMESPACE:
+                doc["metadata"]["namespace"] = namespace
+                if doc["kind"] == "Secret":
+                    # The namespace fixture holds lsf.yaml's Secret of the same name already.
+                    doc["metadata"]["name"] = "backends-sample-" + doc["metadata"]["name"]
+            created = resource.create(body=doc, namespace=doc["metadata"]["namespace"], dry_run="All").to_dict()
+        else:
+            created = resource.create(body=doc, dry_run="All").to_dict()
+        kinds.append(doc["kind"])
+        spec = created.get("spec") or {}
+        if doc["kind"] in ("BridgeBackend", "ClusterBridgeBackend"):
+            assert spec["validateCerts"] is True and spec["probeIntervalSeconds"] >= 5, created
+            assert spec == dict(doc["spec"], validateCerts=True, probeIntervalSeconds=doc["spec"].get("probeIntervalSeconds", 60)), created
+        elif doc["kind"] == "BridgeJob":
+            assert (spec["cancel"], spec["pollInterval"]) == (False, 30), created
+            assert "backend" not in spec and ("backendRef" in spec) != ("placement" in spec), created
+            if "placement" in spec:
+                assert spec["placement"]["policy"] == doc["spec"]["placement"].get("policy", "FirstFit")
+    if sample_file == "backends.yaml":
+        assert sorted(set(kinds)) == ["BridgeBackend", "ClusterBridgeBackend", "Secret"]
+    else:
+        assert kinds == ["BridgeJob", "BridgeJob"]
 
 
 def test_ca_config_map_key_defaults_to_ca_crt(objects, namespace):
