@@ -23,18 +23,17 @@ while the 100 jobs are placed is 0, whatever the number of jobs, and bridge_plac
 import re
 import signal
 import socket
+import sys
 import urllib.request
 import uuid
 
 import pytest
 
-from conftest import (COLLECTIONS, kube_node_env, lsf_env, ray_env, require_ray, require_slurm,  # noqa: F401
-                      slurm_env, SLURM_VERSIONS)
+from conftest import COLLECTIONS, SLURM_VERSIONS, kube_node_env, lsf_env, require_ray, require_slurm, slurm_env
 from controller_support import free_port, release_labelled, start_controller
 from test_controller_e2e import GROUP, VERSION, kube, wait_for  # noqa: F401 pylint: disable=unused-import
 
-import sys  # noqa: E402  pylint: disable=wrong-import-order
-sys.path.insert(0, COLLECTIONS)
+sys.path.insert(0, COLLECTIONS)   # the collection this checkout's controller imports
 
 from bridge_controller import backend_objects  # noqa: E402  pylint: disable=wrong-import-position
 from bridge_controller.spec import job_params  # noqa: E402  pylint: disable=wrong-import-position
