@@ -37,6 +37,7 @@ EXPECTED_SECONDS = {
     "tests/integration/test_playbooks.py::test_job_playbook[slurm_job:slurm-24.11]": 90,
     "tests/integration/test_playbooks.py::test_job_playbook[lsf_job:lsf]": 80,
     "tests/integration/test_controller_backends.py": 80,
+    "tests/integration/test_controller_site.py": 120,
     "tests/integration/test_controller_backend_objects.py": 30,
     "tests/integration/test_tenancy.py": 70,
     "tests/integration/test_placement_module.py": 60,
