@@ -14,6 +14,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKEN
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DEPLOY = os.path.join(REPO, "deploy")
+JOB_POLICY = "bridge-jobs-within-their-authors-rights"
 
 
 def objects(*path):
@@ -22,17 +23,18 @@ def objects(*path):
     return document["items"] if document["kind"] == "List" else [document]
 
 
-def one(found, kind):
-    matching = [item for item in found if item["kind"] == kind]
-    assert len(matching) == 1, kind
+def one(found, kind, name=None):
+    """The one object of `kind` (and `name`, where a file holds several of the kind)."""
+    matching = [item for item in found if item["kind"] == kind and name in (None, item["metadata"]["name"])]
+    assert len(matching) == 1, (kind, name)
     return matching[0]
 
 
 def test_the_policy_matches_creates_and_updates_of_bridgejobs_and_denies():
     crd = objects("crd.yaml")[0]
     policy_file = objects("admission-policy.yaml")
-    policy = one(policy_file, "ValidatingAdmissionPolicy")
-    binding = one(policy_file, "ValidatingAdmissionPolicyBinding")
+    policy = one(policy_file, "ValidatingAdmissionPolicy", JOB_POLICY)
+    binding = one(policy_file, "ValidatingAdmissionPolicyBinding", JOB_POLICY)
     assert policy["apiVersion"] == binding["apiVersion"] == "admissionregistration.k8s.io/v1"
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]
@@ -48,7 +50,7 @@ def test_the_policy_matches_creates_and_updates_of_bridgejobs_and_denies():
 def test_the_policy_is_about_the_backends_that_run_with_the_controllers_own_account():
     """A backend reached without a URL falls back to the controller's own cluster and credentials
     when the BridgeJob names no Secret; the CRD's rules on url, CA and validateCerts say the same."""
-    policy = one(objects("admission-policy.yaml"), "ValidatingAdmissionPolicy")
+    policy = one(objects("admission-policy.yaml"), "ValidatingAdmissionPolicy", JOB_POLICY)
     conditions = dict((condition["name"], condition["expression"]) for condition in policy["spec"]["matchConditions"])
     runs_as_controller = conditions["runs-with-the-controllers-service-account"]
     assert set(re.findall(r"'(\w+)'", runs_as_controller)) == set(
@@ -90,3 +92,23 @@ def test_the_tenant_role_holds_every_namespaced_right_and_no_cluster_scoped_one(
     assert namespace_verbs == [["list", "watch"]]
     tenant_resources = set(resource for rule in roles["bridge-controller-tenant"]["rules"] for resource in rule["resources"])
     assert {"secrets", "configmaps", "jobs", "pods", "pods/log", "namespaces", "localqueues"} == tenant_resources
+
+
+def test_the_backend_policy_is_about_namespaced_kubernetes_backends_without_a_secret():
+    """The same rights for whoever defines a BridgeBackend whose jobs would run with the
+    controller's own account; a ClusterBridgeBackend is no tenant's and is not matched."""
+    name = "bridge-backends-within-their-authors-rights"
+    policy_file = objects("admission-policy.yaml")
+    policy = one(policy_file, "ValidatingAdmissionPolicy", name)
+    binding = one(policy_file, "ValidatingAdmissionPolicyBinding", name)
+    assert binding["spec"]["policyName"] == name and binding["spec"]["validationActions"] == ["Deny"]
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["bridgebackends"]
+    conditions = dict((condition["name"], condition["expression"]) for condition in policy["spec"]["matchConditions"])
+    runs_as_controller = conditions["runs-with-the-controllers-service-account"]
+    assert set(re.findall(r"'(\w+)'", runs_as_controller)) == set(
+        name for name, backend in BACKENDS.items() if backend.URL_NAME is None)
+    assert "!has(object.spec.credentialsSecretRef)" in runs_as_controller
+    expressions = [validation["expression"] for validation in policy["spec"]["validations"]]
+    assert any("authorizer.group('batch').resource('jobs').namespace(request.namespace).check('create').allowed()"
+               == expression for expression in expressions)
