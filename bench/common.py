@@ -17,6 +17,17 @@ if COLLECTIONS not in sys.path:
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_present  # noqa: E402
 
 
+def read_env(path):
+    """The variables of an env file that a service script wrote (NAME=value lines)."""
+    env = {}
+    with open(path) as handle:
+        for line in handle:
+            if "=" in line and not line.startswith("#"):
+                name, value = line.rstrip("\n").split("=", 1)
+                env[name] = value
+    return env
+
+
 def timed(submit_one, items):
     """(total seconds, per-item seconds) of calling submit_one on each item in turn."""
     durations = []

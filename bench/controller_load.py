@@ -35,7 +35,7 @@ import time
 import urllib.request
 import uuid
 
-from common import COLLECTIONS, REPO
+from common import COLLECTIONS, REPO, read_env
 
 sys.path.insert(0, os.path.join(REPO, "controller"))
 # controller_support: the helpers the controller's integration tests use as well.
@@ -53,16 +53,6 @@ PLAYBOOKS = os.path.join(REPO, "playbooks")
 SCRIPT = "#!/bin/bash\ntrue\n"
 POLL_INTERVAL = 5
 MIB = 1024.0 * 1024.0
-
-
-def read_env(path):
-    env = {}
-    with open(path) as handle:
-        for line in handle:
-            if "=" in line and not line.startswith("#"):
-                name, value = line.rstrip("\n").split("=", 1)
-                env[name] = value
-    return env
 
 
 # ---------------------------------------------------------------------------------------------- /proc

@@ -23,7 +23,7 @@ import random
 import statistics
 import time
 
-from common import REPO
+from common import REPO, read_env
 
 from ansible_collections.bridge.hpc.plugins.module_utils._placement import place  # noqa: E402
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS  # noqa: E402
@@ -40,16 +40,6 @@ SERVICES = (
     ("quantum", "quantum", "quantum/env", {}),
     ("kubernetes", "kubernetes", "kube/node/env", {"kubeconfig": "KUBECONFIG"}),
 )
-
-
-def read_env(path):
-    values = {}
-    with open(path) as handle:
-        for line in handle:
-            key, sep, value = line.strip().partition("=")
-            if sep:
-                values[key] = value
-    return values
 
 
 def client_of(backend, env, extra):
