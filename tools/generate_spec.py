@@ -24,8 +24,9 @@ CONTROLLER_FIELDS = ("scriptFrom", "resultQuery")
 IMMUTABLE = "is immutable after creation; only spec.cancel and spec.pollInterval may change"
 # Backend columns of docs/spec.md, in the order the README introduces them.
 BACKEND_ORDER = ("slurm", "lsf", "kubernetes", "ray", "quantum")
-DOC_TYPES = {"str": "text", "dict": "dict", "int": "int ≥ 1", "bool": "bool"}
-RAW_TYPES = {"resources.memory": "size", "resources.memory_per_cpu": "size", "resources.time_limit": "time"}
+DOC_TYPES = {"str": "text", "dict": "dict", "int": "int ≥ 1", "bool": "bool", "list": "list"}
+RAW_TYPES = {"resources.memory": "size", "resources.memory_per_cpu": "size", "resources.time_limit": "time",
+             "array.indexes": "indexes", "retry.limit": "int ≥ 0", "retry.backoff_seconds": "int ≥ 0"}
 
 
 def collection():
@@ -77,8 +78,12 @@ def fragment_options(fields, backends):
         return described
 
     options = dict((field.name, entry(field)) for field in fields.TOP_FIELDS)
-    options["resources"] = {"description": list(fields.RESOURCES_DOC), "type": "dict", "default": {},
-                            "suboptions": dict((fields.leaf(field), entry(field)) for field in fields.RESOURCE_FIELDS)}
+    for group in fields.GROUPS:
+        options[group.name] = {"description": list(group.doc), "type": "dict"}
+        if group.default is not None:
+            options[group.name]["default"] = group.default
+        options[group.name]["suboptions"] = dict((fields.leaf(field), entry(field))
+                                                 for field in fields.GROUP_FIELDS[group.name])
     return dump(options, 2)
 
 
@@ -88,8 +93,8 @@ def crd_property(fields, field):
     return dict([("description", description)] + sorted(schema.items(), key=lambda item: CRD_KEY_ORDER.index(item[0])))
 
 
-CRD_KEY_ORDER = ("type", "x-kubernetes-int-or-string", "minimum", "maxLength", "maxProperties", "pattern",
-                 "additionalProperties", "x-kubernetes-validations")
+CRD_KEY_ORDER = ("type", "x-kubernetes-int-or-string", "minimum", "maximum", "maxLength", "maxItems", "maxProperties",
+                 "pattern", "items", "additionalProperties", "x-kubernetes-validations")
 
 
 def backend_names_rule(names):
@@ -103,16 +108,21 @@ def backend_names_rule(names):
 
 
 def crd_fields(fields, backends):
-    """(camelCase name, property) of every BridgeJob spec field the table has, resources as one."""
+    """(camelCase name, property) of every BridgeJob spec field the table has, each group as one:
+    script, resources, the other top-level fields, then the other groups."""
     top = [(fields.camel(field.name), crd_property(fields, field)) for field in fields.TOP_FIELDS if field.crd]
     dict(top)["backendOptions"]["x-kubernetes-validations"] = [backend_names_rule(sorted(backends))]
-    resources = {"type": "object", "description": " ".join(fields.plain(line) for line in fields.RESOURCES_DOC),
-                 "x-kubernetes-validations": fields.RESOURCES_RULES,
-                 "properties": dict((fields.camel(fields.leaf(field)), crd_property(fields, field))
-                                    for field in fields.RESOURCE_FIELDS)}
+    groups = []
+    for group in fields.GROUPS:
+        schema = {"type": "object", "description": " ".join(fields.plain(line) for line in group.doc)}
+        if group.rules:
+            schema["x-kubernetes-validations"] = group.rules
+        schema["properties"] = dict((fields.camel(fields.leaf(field)), crd_property(fields, field))
+                                    for field in fields.GROUP_FIELDS[group.name])
+        groups.append((group.name, schema))
     script = [entry for entry in top if entry[0] == "script"]
     rest = [entry for entry in top if entry[0] != "script"]
-    return script + [("resources", resources)] + rest
+    return script + groups[:1] + rest + groups[1:]
 
 
 def crd_rules(fields, backends):
@@ -157,7 +167,8 @@ def workflow_arguments(fields):
     field but those the role sets itself (script, name and identity)."""
     own = ("script", "name", "identity")
     return "".join('        %s: "{{ workflow_step.%s | default(omit) }}"\n' % (name, name)
-                   for name in [field.name for field in fields.TOP_FIELDS if field.name not in own] + ["resources"])
+                   for name in [field.name for field in fields.TOP_FIELDS if field.name not in own]
+                   + [group.name for group in fields.GROUPS])
 
 
 def targets(fields, backends):

@@ -16,7 +16,9 @@ FIELDS = module_utils("_fields")
 # (identity is the CR's UID and script may come from scriptFrom: job_params sets both).
 TOP_LEVEL = dict((FIELDS.camel(field.name), field.name) for field in FIELDS.TOP_FIELDS
                  if field.crd and field.name != "script")
-RESOURCES = dict((FIELDS.camel(FIELDS.leaf(field)), FIELDS.leaf(field)) for field in FIELDS.RESOURCE_FIELDS)
+# Each group's (resources, array, retry, output) camelCase -> snake_case keys.
+GROUP_OPTIONS = dict((group.name, dict((FIELDS.camel(FIELDS.leaf(field)), FIELDS.leaf(field))
+                                       for field in FIELDS.GROUP_FIELDS[group.name])) for group in FIELDS.GROUPS)
 DEFAULT_POLL_INTERVAL = 30
 
 
@@ -35,9 +37,11 @@ def job_params(obj, script=None):
     """The collection's job spec for a CR; `script` is the text of scriptFrom when the CR uses it."""
     spec = obj.get("spec") or {}
     params = dict((snake, spec[camel]) for camel, snake in TOP_LEVEL.items() if spec.get(camel) is not None)
-    resources = spec.get("resources") or {}
-    params["resources"] = dict((snake, resources[camel]) for camel, snake in RESOURCES.items()
-                               if resources.get(camel) is not None)
+    for group, options in GROUP_OPTIONS.items():
+        given = spec.get(group)
+        if given is not None or group == "resources":
+            params[group] = dict((snake, (given or {})[camel]) for camel, snake in options.items()
+                                 if (given or {}).get(camel) is not None)
     params["script"] = spec.get("script") if spec.get("script") is not None else script
     params["identity"] = identity_of(obj)
     params.setdefault("name", job_name(obj))

@@ -286,5 +286,93 @@ options:
           - 'Ray: a C(timeout) around the entrypoint (TERM, then KILL after a grace period).'
           - 'IBM Quantum: the maximum execution time (C(cost)), which the service caps at three hours.'
         type: raw
+  array:
+    description:
+      - Run the job as an array of tasks, one per index (docs/spec.md, Arrays).
+    type: dict
+    suboptions:
+      indexes:
+        description:
+          - 'The array''s task indexes: a range C(0-99), a step C(0-98:2), a comma list of them (C(1,3,5-7)) or a
+            list of numbers. Each task sees its own index in C(BRIDGE_ARRAY_INDEX) as well as in the manager''s own
+            variable; the array ends when every task has ended, V(failed) if any failed.'
+          - 'Slurm: refused, this backend does not run arrays yet.'
+          - 'LSF: refused, this backend does not run arrays yet.'
+          - 'Kubernetes: refused, this backend does not run arrays yet.'
+          - 'Ray: refused, a Ray job is one driver, and Ray cannot submit one per index exactly once under a parallelism;
+            run the tasks inside the driver (ray.remote) or one job per index.'
+          - 'IBM Quantum: refused, a primitive run''s PUBs are its vector; put the parameter sets in backend_options.quantum
+            pubs.'
+        type: raw
+      parallelism:
+        description:
+          - How many of the array's tasks run at once at most; the manager's limit when unset.
+          - 'Slurm: refused, this backend does not run arrays yet.'
+          - 'LSF: refused, this backend does not run arrays yet.'
+          - 'Kubernetes: refused, this backend does not run arrays yet.'
+          - 'Ray: refused, arrays are not run by the Ray backend.'
+          - 'IBM Quantum: refused, arrays are not run by the IBM Quantum backend.'
+        type: int
+  retry:
+    description:
+      - Submit the job again when it fails for a reason worth another try (docs/spec.md, Retries). Not part of a derived
+        identity.
+    type: dict
+    suboptions:
+      limit:
+        description:
+          - How many times Bridge submits the job again after it fails with a class in O(retry.classes). Each attempt
+            has its own identity (C(<identity>.<n>)), looked up before it is submitted, so no attempt is submitted
+            twice; an array runs only its failed indexes again.
+          - 'Slurm: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+          - 'LSF: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+          - 'Kubernetes: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+          - 'Ray: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+          - 'IBM Quantum: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+        type: int
+      classes:
+        description:
+          - The failure classes that are retried; V(node_failure) and V(preempted) when unset. The alias C(on) must
+            be quoted in YAML, where a bare C(on) means true.
+          - 'Slurm: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+          - 'LSF: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+          - 'Kubernetes: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+          - 'Ray: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+          - 'IBM Quantum: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+        type: list
+        elements: str
+        choices:
+          - node_failure
+          - preempted
+          - timeout
+          - out_of_memory
+          - non_zero_exit
+        aliases:
+          - 'on'
+      backoff_seconds:
+        description:
+          - Seconds between an attempt's end and the next attempt's submit; 0 when unset.
+          - 'Slurm: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+          - 'LSF: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+          - 'Kubernetes: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+          - 'Ray: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+          - 'IBM Quantum: Bridge submits attempt C(<identity>.<n>) after the backoff.'
+        type: int
+  output:
+    description:
+      - Read the end of the job's output when it ends (docs/spec.md, Output). Not part of a derived identity.
+    type: dict
+    suboptions:
+      tail_lines:
+        description:
+          - 'Read the last lines of the job''s output when it ends: at most this many lines and 4096 bytes, secrets
+            scrubbed, in the result''s C(output).'
+          - 'Slurm: the file of O(stdout) (C(slurm-%j.out) in the working directory when unset), read through the
+            login node of option C(login), since slurmrestd serves no files.'
+          - 'LSF: the file of O(stdout), downloaded through Application Center.'
+          - 'Kubernetes: the Pod log (of the first failed index for an array).'
+          - 'Ray: the job''s driver log.'
+          - 'IBM Quantum: the job''s log.'
+        type: int
   # END generated
 """

@@ -40,6 +40,13 @@ class Refuses(collections.namedtuple("Refuses", "why allowed")):
         return value not in self.allowed
 
 
+class ByBridge(collections.namedtuple("ByBridge", "how")):
+    """Bridge itself does what the field asks, around the backend's request (retries, reading the
+    job's output): nothing of it is compiled into the request; `how` says what Bridge does there."""
+
+    refused = False
+
+
 # One field. `name` is its path in the spec ("resources.gpus"); `key` the key of the normalized
 # spec it becomes (memory -> memory_mb); `option` its Ansible argument spec; `doc` its description
 # (Ansible markup); `crd` its BridgeJob schema without description (None: not a BridgeJob field);
@@ -64,6 +71,24 @@ MEMORY_SCHEMA = {"x-kubernetes-int-or-string": True, "minimum": 1, "maxLength": 
 TIME_TEXT = "minutes (90), MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
 DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
+
+ARRAYS_NOT_YET = "this backend does not run arrays yet"
+INDEX_DOC = "a range C(0-99), a step C(0-98:2), a comma list of them (C(1,3,5-7)) or a list of numbers"
+# The failure classes of _backend.FAILURE_CLASSES a job can be retried for: a cancelled job was
+# cancelled by someone, and a rejected one would be rejected again.
+RETRY_CLASSES = ("node_failure", "preempted", "timeout", "out_of_memory", "non_zero_exit")
+# What goes wrong with a job that is not its own fault, the way Kubernetes' Pod failure policy and
+# Armada retry by default.
+DEFAULT_RETRY_CLASSES = ("node_failure", "preempted")
+MAX_RETRIES = 100
+MAX_BACKOFF_SECONDS = 86400
+MAX_TAIL_LINES = 1000
+OUTPUT_TAIL_BYTES = 4096
+BY_BRIDGE_RETRY = dict((name, ByBridge("Bridge submits attempt C(<identity>.<n>) after the backoff"))
+                       for name in ("slurm", "lsf", "kubernetes", "ray", "quantum"))
+# Fields that say how Bridge conducts a job, not what the job is: they are left out of a derived
+# identity, so adding a retry or an output tail to a task finds the job the task made before.
+CONDUCT_FIELDS = ("retry.limit", "retry.classes", "retry.backoff_seconds", "output.tail_lines")
 
 FIELDS = (
     Field("script", "script", dict(type="str"), [
@@ -284,6 +309,53 @@ FIELDS = (
         "ray": Compiles("a C(timeout) around the entrypoint (TERM, then KILL after a grace period)"),
         "quantum": Compiles("the maximum execution time (C(cost)), which the service caps at three hours"),
     }, 77),
+    Field("array.indexes", "text", dict(type="raw"), [
+        "The array's task indexes: %s. Each task sees its own index in C(BRIDGE_ARRAY_INDEX) as well as "
+        "in the manager's own variable; the array ends when every task has ended, V(failed) if any failed." % INDEX_DOC,
+    ], {"x-kubernetes-int-or-string": True, "maxLength": 4096, "x-kubernetes-validations": [
+        {"rule": "type(self) == int || self.matches('^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*$')",
+         "message": "must be indexes such as 0-99, 1,3,5-7 or 0-98:2"}]}, {
+        "slurm": Refuses(ARRAYS_NOT_YET),
+        "lsf": Refuses(ARRAYS_NOT_YET),
+        "kubernetes": Refuses(ARRAYS_NOT_YET),
+        "ray": Refuses("a Ray job is one driver, and Ray cannot submit one per index exactly once under a "
+                       "parallelism; run the tasks inside the driver (ray.remote) or one job per index"),
+        "quantum": Refuses("a primitive run's PUBs are its vector; put the parameter sets in backend_options.quantum "
+                           "pubs"),
+    }, "0-3"),
+    Field("array.parallelism", "parallelism", dict(type="int"), [
+        "How many of the array's tasks run at once at most; the manager's limit when unset.",
+    ], {"type": "integer", "minimum": 1}, {
+        "slurm": Refuses(ARRAYS_NOT_YET),
+        "lsf": Refuses(ARRAYS_NOT_YET),
+        "kubernetes": Refuses(ARRAYS_NOT_YET),
+        "ray": Refuses("arrays are not run by the Ray backend"),
+        "quantum": Refuses("arrays are not run by the IBM Quantum backend"),
+    }, 2),
+    Field("retry.limit", "limit", dict(type="int"), [
+        "How many times Bridge submits the job again after it fails with a class in O(retry.classes). Each "
+        "attempt has its own identity (C(<identity>.<n>)), looked up before it is submitted, so no attempt is "
+        "submitted twice; an array runs only its failed indexes again.",
+    ], {"type": "integer", "minimum": 0, "maximum": MAX_RETRIES}, BY_BRIDGE_RETRY, 2),
+    Field("retry.classes", "classes", dict(type="list", elements="str", choices=list(RETRY_CLASSES), aliases=["on"]), [
+        "The failure classes that are retried; V(node_failure) and V(preempted) when unset. The alias C(on) must "
+        "be quoted in YAML, where a bare C(on) means true.",
+    ], {"type": "array", "maxItems": len(RETRY_CLASSES), "items": {"type": "string", "enum": list(RETRY_CLASSES)}},
+        BY_BRIDGE_RETRY, ["timeout"]),
+    Field("retry.backoff_seconds", "backoff_seconds", dict(type="int"), [
+        "Seconds between an attempt's end and the next attempt's submit; 0 when unset.",
+    ], {"type": "integer", "minimum": 0, "maximum": MAX_BACKOFF_SECONDS}, BY_BRIDGE_RETRY, 30),
+    Field("output.tail_lines", "tail_lines", dict(type="int"), [
+        "Read the last lines of the job's output when it ends: at most this many lines and %d bytes, secrets "
+        "scrubbed, in the result's C(output)." % OUTPUT_TAIL_BYTES,
+    ], {"type": "integer", "minimum": 1, "maximum": MAX_TAIL_LINES}, {
+        "slurm": ByBridge("the file of O(stdout) (C(slurm-%j.out) in the working directory when unset), read "
+                          "through the login node of option C(login), since slurmrestd serves no files"),
+        "lsf": ByBridge("the file of O(stdout), downloaded through Application Center"),
+        "kubernetes": ByBridge("the Pod log (of the first failed index for an array)"),
+        "ray": ByBridge("the job's driver log"),
+        "quantum": ByBridge("the job's log"),
+    }, 20),
     Field("backend_options", "backend_options", dict(type="dict", default={}), [
         "Native request fields per backend, merged over what Bridge compiles: one key per backend, named as the "
         "backend (V(slurm), ...), of which a backend uses only its own.",
@@ -301,7 +373,7 @@ FIELDS = (
 BY_NAME = dict((field.name, field) for field in FIELDS)
 RESOURCES_PREFIX = "resources."
 RESOURCE_FIELDS = tuple(field for field in FIELDS if field.name.startswith(RESOURCES_PREFIX))
-TOP_FIELDS = tuple(field for field in FIELDS if not field.name.startswith(RESOURCES_PREFIX))
+TOP_FIELDS = tuple(field for field in FIELDS if "." not in field.name)
 # The resources group itself: an option of its own in the argument spec and the CRD.
 RESOURCES_DOC = ["What the job needs, per node where it says so. Checked against the cluster before submitting "
                  "where the backend can (check mode too)."]
@@ -311,6 +383,22 @@ RESOURCES_RULES = [
     {"rule": "!(has(self.memory) && has(self.memoryPerCpu))", "message": "give either memory (per node) or "
      "memoryPerCpu, not both", "fieldPath": ".memoryPerCpu", "reason": "FieldValueForbidden"},
 ]
+
+# A group of fields: one dict option of the argument spec and one object of the CRD. `default` is
+# the option's default (resources is always a dict; the others are unset until given), `rules` the
+# object's CEL rules.
+Group = collections.namedtuple("Group", "name doc rules default")
+GROUPS = (
+    Group("resources", RESOURCES_DOC, RESOURCES_RULES, {}),
+    Group("array", ["Run the job as an array of tasks, one per index (docs/spec.md, Arrays)."],
+          [{"rule": "has(self.indexes)", "message": "an array needs indexes", "reason": "FieldValueRequired"}], None),
+    Group("retry", ["Submit the job again when it fails for a reason worth another try (docs/spec.md, Retries). "
+                    "Not part of a derived identity."], [], None),
+    Group("output", ["Read the end of the job's output when it ends (docs/spec.md, Output). Not part of a derived "
+                     "identity."], [], None),
+)
+GROUP_FIELDS = dict((group.name, tuple(field for field in FIELDS if field.name.startswith(group.name + ".")))
+                    for group in GROUPS)
 
 
 def leaf(field):
@@ -327,15 +415,24 @@ def camel(name):
 def argument_spec():
     """The Ansible argument spec of the job spec; modules extend it with connection and state options."""
     options = dict((field.name, dict(field.option)) for field in TOP_FIELDS)
-    options["resources"] = dict(type="dict", default={},
-                                options=dict((leaf(field), dict(field.option)) for field in RESOURCE_FIELDS))
+    for group in GROUPS:
+        options[group.name] = dict(type="dict", options=dict((leaf(field), dict(field.option))
+                                                             for field in GROUP_FIELDS[group.name]))
+        if group.default is not None:
+            options[group.name]["default"] = group.default
     return options
 
 
+def group_of(field):
+    """The group a field belongs to ("resources" of "resources.gpus"), "" for a top-level field."""
+    return field.name.rpartition(".")[0]
+
+
 def value_of(spec, field):
-    """The normalized spec's value of a field."""
-    if field.name.startswith(RESOURCES_PREFIX):
-        return spec["resources"].get(field.key)
+    """The normalized spec's value of a field (None for a field of a group the spec leaves unset)."""
+    group = group_of(field)
+    if group:
+        return (spec.get(group) or {}).get(field.key)
     return spec.get(field.key)
 
 

@@ -17,12 +17,21 @@ import json
 import math
 import re
 
+from ansible_collections.bridge.hpc.plugins.module_utils._arrays import MAX_ARRAY_TASKS, index_text, parse_indexes
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._fields import (
+    CONDUCT_FIELDS,
+    DEFAULT_RETRY_CLASSES,
     FIELDS,
+    GROUP_FIELDS,
+    MAX_BACKOFF_SECONDS,
+    MAX_RETRIES,
+    MAX_TAIL_LINES,
+    RETRY_CLASSES,
     TOP_FIELDS,
     argument_spec,
     is_set,
+    leaf,
     refusal,
     value_of,
 )
@@ -41,6 +50,8 @@ LEGACY_RESOURCE_KEYS = ("nodes", "tasks", "tasks_per_node", "cpus_per_task", "gp
                         "memory_per_cpu_mb", "time_limit_minutes")
 
 IDENTITY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+# An identity with retries leaves room for the suffix of its last attempt (".100").
+RETRY_IDENTITY_LENGTH = 128 - len(".%d" % MAX_RETRIES)
 NAME_PATTERN = re.compile(r"^[^\s,'\"\\]{1,200}$")
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MEMORY_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(I?B)?\s*$", re.IGNORECASE)
@@ -192,6 +203,9 @@ def normalize_spec(params, backend=None):
             raise SpecError("backend_options.%s" % namespace, "must be a dictionary of native request fields")
 
     spec = {
+        "array": normalize_array(params.get("array")),
+        "retry": normalize_retry(params.get("retry")),
+        "output": normalize_output(params.get("output")),
         "script": script or None,
         "name": name,
         "environment": environment,
@@ -204,6 +218,9 @@ def normalize_spec(params, backend=None):
         spec[key] = params.get(key) or None
     if backend is not None:
         refuse_unsupported(spec, backend)
+    if identity and spec["retry"] and len(identity) > RETRY_IDENTITY_LENGTH:
+        raise SpecError("identity", "with retry, must be at most %d characters, leaving room for the attempt "
+                                    "suffix .<n>" % RETRY_IDENTITY_LENGTH)
     spec["identity"] = identity or derive_identity(spec)
     # Jobs submitted by Bridge 0.1.0 under a derived identity carry the identity of its scheme; an
     # upgrade looks them up too, so it never submits a second job for one that exists.
@@ -211,6 +228,89 @@ def normalize_spec(params, backend=None):
     if spec["name"] is None:
         spec["name"] = spec["identity"]
     return spec
+
+
+def _group(params, name):
+    """A group's given keys (None values dropped), or None when the group is unset; SpecError for a
+    key the group does not have or a group that is no mapping."""
+    given = params
+    if given is None:
+        return None
+    if not isinstance(given, dict):
+        raise SpecError(name, "must be a dictionary")
+    allowed = sorted(leaf(field) for field in GROUP_FIELDS[name])
+    if name == "retry" and "on" in given:
+        given = dict(given)
+        given.setdefault("classes", given.pop("on"))
+    unknown = sorted(str(key) for key in set(given) - set(allowed))
+    if unknown:
+        raise SpecError(name, "unknown key(s) %s; allowed: %s" % (", ".join(unknown), ", ".join(allowed)))
+    given = dict((key, value) for key, value in given.items() if value is not None)
+    return given or None
+
+
+def _count(group, values, key, low, high, default=None):
+    value = values.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = int(str(value))
+        except ValueError:
+            raise SpecError("%s.%s" % (group, key), "must be a whole number, got %r" % (value,))
+    if not low <= value <= high:
+        raise SpecError("%s.%s" % (group, key), "must be from %d to %d, got %d" % (low, high, value))
+    return value
+
+
+def normalize_array(given):
+    """The array group: {"indexes": sorted tuple, "text": canonical index set, "size", "parallelism"}
+    or None."""
+    values = _group(given, "array")
+    if values is None:
+        return None
+    if "indexes" not in values:
+        raise SpecError("array.indexes", "an array needs indexes, such as 0-99")
+    indexes = parse_indexes(values["indexes"])
+    return {"indexes": indexes, "text": index_text(indexes), "size": len(indexes),
+            "parallelism": _count("array", values, "parallelism", 1, MAX_ARRAY_TASKS)}
+
+
+def normalize_retry(given):
+    """The retry group: {"limit", "classes" (in RETRY_CLASSES' order), "backoff_seconds"} or None;
+    a limit of 0 is no retry."""
+    values = _group(given, "retry")
+    if values is None:
+        return None
+    limit = _count("retry", values, "limit", 0, MAX_RETRIES)
+    if limit is None:
+        raise SpecError("retry.limit", "retries need a limit, the most attempts after the first (1 to %d)" % MAX_RETRIES)
+    classes = values.get("classes")
+    if classes is None:
+        classes = DEFAULT_RETRY_CLASSES
+    if isinstance(classes, str) or not isinstance(classes, (list, tuple)):
+        raise SpecError("retry.classes", "must be a list of failure classes; allowed: %s (a bare YAML 'on:' is true: "
+                                         "write classes)" % ", ".join(RETRY_CLASSES))
+    unknown = [str(name) for name in classes if name not in RETRY_CLASSES]
+    if unknown:
+        raise SpecError("retry.classes", "'%s' is not a failure class Bridge retries; allowed: %s" % (
+            unknown[0], ", ".join(RETRY_CLASSES)))
+    backoff = _count("retry", values, "backoff_seconds", 0, MAX_BACKOFF_SECONDS, default=0)
+    if not limit:
+        return None
+    return {"limit": limit, "classes": tuple(name for name in RETRY_CLASSES if name in classes),
+            "backoff_seconds": backoff}
+
+
+def normalize_output(given):
+    """The output group: {"tail_lines"} or None."""
+    values = _group(given, "output")
+    if values is None:
+        return None
+    tail_lines = _count("output", values, "tail_lines", 1, MAX_TAIL_LINES)
+    if tail_lines is None:
+        raise SpecError("output.tail_lines", "give how many lines to read (1 to %d)" % MAX_TAIL_LINES)
+    return {"tail_lines": tail_lines}
 
 
 def refuse_unsupported(spec, backend):
@@ -234,7 +334,7 @@ def identity_material(spec):
     added to the spec later leaves the identities of specs that do not set it as they were."""
     material = {}
     for field in FIELDS:
-        if field.name == "identity":
+        if field.name == "identity" or field.name in CONDUCT_FIELDS:
             continue
         value = _canonical(value_of(spec, field))
         if value is not None:
@@ -273,7 +373,7 @@ def derive_identity(spec):
 def legacy_identities(spec):
     """The identity Bridge 0.1.0 derived for this spec (it hashed every field, unset ones too), as a
     tuple; empty when the spec sets a field 0.1.0 did not have, since 0.1.0 cannot have submitted it."""
-    if any(_since_legacy(field) and is_set(value_of(spec, field)) for field in FIELDS):
+    if any(_since_legacy(field) and is_set(value_of(spec, field)) for field in FIELDS if field.name not in CONDUCT_FIELDS):
         return ()
     material = dict((key, spec[key]) for key in LEGACY_TOP_KEYS)
     material["resources"] = dict((key, spec["resources"].get(key)) for key in LEGACY_RESOURCE_KEYS)

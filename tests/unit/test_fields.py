@@ -11,7 +11,8 @@ import pytest
 
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import CAPABILITY_DOCS
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
-from ansible_collections.bridge.hpc.plugins.module_utils._fields import BY_NAME, FIELDS, RESOURCES_PREFIX, argument_spec, leaf
+from ansible_collections.bridge.hpc.plugins.module_utils._fields import (
+    BY_NAME, CONDUCT_FIELDS, FIELDS, GROUPS, ByBridge, argument_spec, group_of, leaf)
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
 
@@ -30,7 +31,12 @@ BASES = {
     "quantum": {"script": QASM, "queue": "fake_device"},
 }
 # Fields whose sample only makes sense with another field set (in the base and the sample alike).
-COMPANIONS = {"resources.gpu_type": {"resources": {"gpus": 1}}}
+COMPANIONS = {
+    "resources.gpu_type": {"resources": {"gpus": 1}},
+    "array.parallelism": {"array": {"indexes": "0-3"}},
+    "retry.classes": {"retry": {"limit": 1}},
+    "retry.backoff_seconds": {"retry": {"limit": 1}},
+}
 # A native field of each backend's own namespace of backend_options.
 BACKEND_OPTIONS = {
     "slurm": {"requeue": True},
@@ -59,8 +65,8 @@ def with_field(field, backend):
         return {"backend_options": {backend: BACKEND_OPTIONS[backend]}}
     if field.name == "script":
         return {"script": SAMPLE_SCRIPTS.get(backend, field.sample)}
-    if field.name.startswith(RESOURCES_PREFIX):
-        return {"resources": {leaf(field): field.sample}}
+    if group_of(field):
+        return {group_of(field): {leaf(field): field.sample}}
     return {field.name: field.sample}
 
 
@@ -93,12 +99,15 @@ def test_a_field_is_compiled_or_refused_with_its_reason_never_dropped(field, bac
             with pytest.raises(SpecError) as refused:
                 normalize_spec(changed, client)
             # A companion the backend refuses too (IBM Quantum's GPUs under a GPU type) is named first.
-            companions = [name for name in BY_NAME if name.split(".")[-1] in COMPANIONS.get(field.name, {}).get(
-                "resources", {}) and BY_NAME[name].backends[backend].refused]
+            companions = ["%s.%s" % (group, key) for group, values in COMPANIONS.get(field.name, {}).items()
+                          for key in values if BY_NAME["%s.%s" % (group, key)].backends[backend].refused]
             assert refused.value.field in [field.name] + companions
             assert BY_NAME[refused.value.field].backends[backend].why in str(refused.value)
             for allowed in rule.allowed:
                 rendered(client, merged(base, with_field(field._replace(sample=allowed), backend)))
+        elif isinstance(rule, ByBridge):
+            # Bridge does it around the request: the request is the same.
+            assert rendered(client, changed) == rendered(client, base), "%s changes the request" % field.name
         else:
             assert rendered(client, changed) != rendered(client, base), "%s is dropped by %s" % (field.name, backend)
 
@@ -106,8 +115,9 @@ def test_a_field_is_compiled_or_refused_with_its_reason_never_dropped(field, bac
 def test_the_argument_spec_is_the_table():
     spec = argument_spec()
     assert sorted(spec) == sorted(set(field.name.split(".")[0] for field in FIELDS))
-    resources = [leaf(field) for field in FIELDS if field.name.startswith(RESOURCES_PREFIX)]
-    assert sorted(spec["resources"]["options"]) == sorted(resources)
+    for group in GROUPS:
+        members = [leaf(field) for field in FIELDS if group_of(field) == group.name]
+        assert sorted(spec[group.name]["options"]) == sorted(members)
     assert spec["exclusive"] == {"type": "bool"} and BY_NAME["exclusive"].crd == {"type": "boolean"}
 
 
@@ -121,3 +131,12 @@ def test_capabilities_do_not_repeat_the_table():
     """What spec fields a backend honours is the table's to say, not a capability's."""
     names = set(field.name for field in FIELDS) | set(leaf(field) for field in FIELDS)
     assert not names & set(CAPABILITY_DOCS)
+
+
+def test_conduct_fields_leave_the_derived_identity_as_it_was():
+    base = {"script": "#!/bin/bash\necho base\n", "name": "same"}
+    conducted = dict(base, retry={"limit": 2, "classes": ["timeout"], "backoff_seconds": 5}, output={"tail_lines": 3})
+    assert normalize_spec(conducted)["identity"] == normalize_spec(base)["identity"]
+    assert all(BY_NAME[name] for name in CONDUCT_FIELDS)
+    arrayed = dict(base, array={"indexes": "0-3"})
+    assert normalize_spec(arrayed)["identity"] != normalize_spec(base)["identity"]

@@ -7,7 +7,7 @@ import yaml
 
 from bridge_controller.batches import Batches
 from bridge_controller.plan import FINALIZER, plan
-from bridge_controller.spec import RESOURCES, TOP_LEVEL, backend_key, identity_of, job_params
+from bridge_controller.spec import GROUP_OPTIONS, TOP_LEVEL, backend_key, identity_of, job_params
 from bridge_controller.status import desired_status, set_condition, status_patch
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -41,10 +41,20 @@ def test_every_field_of_the_crd_reaches_the_collection_spec():
     assert params["resources"] == {"tasks_per_node": 4, "gpu_type": "a100", "gpus": 1}
     with open(os.path.join(REPO, "deploy", "crd.yaml")) as handle:
         schema = yaml.safe_load(handle)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    controller_own = {"backend", "backendRef", "placement", "script", "scriptFrom", "resultQuery", "cancel", "pollInterval",
-                      "resources"}
-    assert set(schema["properties"]) - controller_own == set(TOP_LEVEL)
-    assert set(schema["properties"]["resources"]["properties"]) == set(RESOURCES)
+    controller_own = {"backend", "backendRef", "placement", "script", "scriptFrom", "resultQuery", "cancel", "pollInterval"}
+    assert set(schema["properties"]) - controller_own - set(GROUP_OPTIONS) == set(TOP_LEVEL)
+    for group, options in GROUP_OPTIONS.items():
+        assert set(schema["properties"][group]["properties"]) == set(options)
+
+
+def test_groups_reach_the_collection_spec_snake_cased_and_unset_groups_stay_unset():
+    obj = bridgejob({"array": {"indexes": "0-9", "parallelism": 2}, "retry": {"limit": 1, "backoffSeconds": 5},
+                     "output": {"tailLines": 30}})
+    params = job_params(obj)
+    assert params["array"] == {"indexes": "0-9", "parallelism": 2}
+    assert params["retry"] == {"limit": 1, "backoff_seconds": 5}
+    assert params["output"] == {"tail_lines": 30}
+    assert "array" not in job_params(bridgejob()) and job_params(bridgejob())["resources"] == {}
 
 
 def test_script_from_a_config_map_is_passed_in():
