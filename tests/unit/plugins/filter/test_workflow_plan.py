@@ -58,7 +58,7 @@ def test_kubernetes_needs_no_url():
     ([{"backend": "slurm"}], "workflow_steps[0] has no name"),
     ([step("a.b")], "workflow_steps[0].name 'a.b' must be letters, digits, '_' and '-'"),
     ([step("a", identity="x")], "step 'a': field 'identity' is not allowed (the workflow gives every job its identity"),
-    ([step("a", scirpt="#!/bin/sh")], "step 'a': field 'scirpt' is not allowed; allowed: account, after, backend"),
+    ([step("a", scirpt="#!/bin/sh")], "step 'a': field 'scirpt' is not allowed; allowed: account, after, array, backend"),
     ([step("a", after=[1])], "step 'a': after must be a list of step names"),
     (["a"], "workflow_steps[0] must be a dict, got str"),
     ([], "workflow_steps must be a non-empty list of steps"),
