@@ -1066,13 +1066,15 @@ class App(object):
             # Form ids=<id[,id]> (external-apis.md §2.4, Janelia LSFPACHelper); docs silent on the
             # success body: bkill's own lines.
             form = dict(urllib.parse.parse_qsl(body.decode()))
-            return Reply("actionMsg", "\n".join(self.cluster.kill(user, i, admin, index) for i, index in ids_of(form.get("ids", ""))))
+            return Reply("actionMsg", "\n".join(self.cluster.kill(user, job_id, admin, index=index)
+                                                 for job_id, index in ids_of(form.get("ids", ""))))
         if method == "GET" and path.startswith(legacy + "jobOperation/"):
             # Legacy GET jobOperation/{action}/{id}: <actionMsg> or <errMsg> (external-apis.md §2.4).
             action, job_id = (path[len(legacy + "jobOperation/"):].split("/", 1) + [""])[:2]
             if action != "kill":
                 return legacy_error("Action %s is not simulated; only kill is." % action)
-            return Reply("actionMsg", self.cluster.kill(user, *ids_of(job_id)[0], admin=admin))
+            job_id, index = ids_of(job_id)[0]
+            return Reply("actionMsg", self.cluster.kill(user, job_id, admin, index=index))
         if method == "POST" and path in (ws + "userCmd", legacy + "userCmd"):
             return self.user_cmd(user, admin, body)
         if method == "GET" and path == ws + "queues":
@@ -1163,7 +1165,8 @@ class App(object):
         lines = []
         for word in words:
             try:
-                lines.append(self.cluster.kill(user, *ids_of(word)[0], admin=admin))
+                job_id, index = ids_of(word)[0]
+                lines.append(self.cluster.kill(user, job_id, admin, index=index))
             except PacError as exc:
                 lines.append(exc.message)
         return Reply("cmdMsg", "\n".join(lines))

@@ -535,9 +535,10 @@ def _array(job):
 
 
 def _ended_with_failures(job):
-    """Whether an array's Job has ended (Complete or Failed) with failed indexes."""
+    """Whether an array's Job has ended (Complete, Failed, or FailureTarget: the Job controller's verdict
+    before its last Pods are gone) with failed indexes."""
     status = job.get("status") or {}
     if not isinstance(status, dict) or not status.get("failedIndexes"):
         return False
-    return any(isinstance(c, dict) and c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+    return any(isinstance(c, dict) and c.get("type") in ("Complete", "Failed", "FailureTarget") and c.get("status") == "True"
                for c in (status.get("conditions") or []))
