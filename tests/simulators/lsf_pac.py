@@ -604,6 +604,16 @@ class Cluster(object):
         return sum(j.slots for j in self.units() if j.status == RUN and queue in (None, j.queue))
 
     def _dispatch(self):
+        # Slots in use, counted once per tick and kept up to date as jobs start: an array of
+        # thousands of pending elements must not count every job again for each of them.
+        running = [j for j in self.units() if j.status == RUN]
+        used = sum(j.slots for j in running)
+        by_queue = collections.Counter()
+        by_array = collections.Counter()
+        for job in running:
+            by_queue[job.queue] += job.slots
+            if job.array is not None:
+                by_array[job.id] += 1
         for job in [j for j in self.units() if j.status == PEND]:
             queue = self.queues[job.queue]
             met = [dependency_state(c, self.jobs.get(c[1])) for c in job.dependency]
@@ -614,15 +624,18 @@ class Cluster(object):
                 job.pend_reason = REASON_DEPEND
             elif queue["status"].endswith("Inact"):
                 job.pend_reason = REASON_QUEUE_INACTIVE
-            elif array is not None and array.element_limit is not None and sum(
-                    e.status == RUN for e in array.elements.values()) >= array.element_limit:
+            elif array is not None and array.element_limit is not None and by_array[job.id] >= array.element_limit:
                 job.pend_reason = REASON_ARRAY_LIMIT
-            elif self._used(job.queue) + job.slots > queue.get("slots", self.host_slots):
+            elif by_queue[job.queue] + job.slots > queue.get("slots", self.host_slots):
                 job.pend_reason = REASON_QUEUE_SLOTS
-            elif self._used() + job.slots > self.host_slots:
+            elif used + job.slots > self.host_slots:
                 job.pend_reason = REASON_HOST_SLOTS
             else:
                 self._run(job)
+                if job.status == RUN:
+                    used += job.slots
+                    by_queue[job.queue] += job.slots
+                    by_array[job.id] += job.array is not None
 
     def _summarize(self):
         """An array's own state from its elements' (docs silent; bjobs -A counts them): running once
