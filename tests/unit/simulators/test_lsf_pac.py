@@ -463,7 +463,7 @@ def test_lsf_faas_lsflib_sequence(sim, tmp_path):
 def test_an_array_runs_one_element_per_index_with_lsb_jobindex_and_percent_i(sim, tmp_path):
     cookie = logon(sim)
     array_id = submitted(sim, cookie, 'echo "$LSB_JOBINDEX $LSB_JOBNAME" > "idx.$LSB_JOBINDEX"; exit $((LSB_JOBINDEX == 3))',
-                         '-J "sweep[1-5:2,8]%2" -o "out.%J.%I" -cwd "%s"' % tmp_path)
+                         '-J "sweep[1-5:2,8]%%2" -o "out.%%J.%%I" -cwd "%s"' % tmp_path)
     elements = wait_all(sim, cookie, array_id, 4)
     assert [e["jobId"] for e in elements] == ["%d[%d]" % (array_id, i) for i in (1, 3, 5, 8)]
     assert [e["jobName"] for e in elements] == ["sweep[%d]" % i for i in (1, 3, 5, 8)]
