@@ -297,8 +297,10 @@ options:
             list of numbers. Each task sees its own index in C(BRIDGE_ARRAY_INDEX) as well as in the manager''s own
             variable; the array ends when every task has ended, V(failed) if any failed.'
           - 'Slurm: refused, this backend does not run arrays yet.'
-          - 'LSF: refused, this backend does not run arrays yet.'
-          - 'Kubernetes: refused, this backend does not run arrays yet.'
+          - 'LSF: C(-J "name[indexes]%parallelism"); LSF''s indexes start at 1, so a set with index 0 runs each index
+            one higher in C(LSB_JOBINDEX), and C(BRIDGE_ARRAY_INDEX) is the asked index.'
+          - 'Kubernetes: an Indexed Job (C(completions), C(backoffLimitPerIndex) 0); C(JOB_COMPLETION_INDEX) counts
+            0..size-1, C(BRIDGE_ARRAY_INDEX) is the asked index.'
           - 'Ray: refused, a Ray job is one driver, and Ray cannot submit one per index exactly once under a parallelism;
             run the tasks inside the driver (ray.remote) or one job per index.'
           - 'IBM Quantum: refused, a primitive run''s PUBs are its vector; put the parameter sets in backend_options.quantum
@@ -308,8 +310,8 @@ options:
         description:
           - How many of the array's tasks run at once at most; the manager's limit when unset.
           - 'Slurm: refused, this backend does not run arrays yet.'
-          - 'LSF: refused, this backend does not run arrays yet.'
-          - 'Kubernetes: refused, this backend does not run arrays yet.'
+          - 'LSF: the running-element limit C(%parallelism) of C(-J).'
+          - 'Kubernetes: the Job''s C(parallelism).'
           - 'Ray: refused, arrays are not run by the Ray backend.'
           - 'IBM Quantum: refused, arrays are not run by the IBM Quantum backend.'
         type: int

@@ -316,8 +316,10 @@ FIELDS = (
         {"rule": "type(self) == int || self.matches('^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*$')",
          "message": "must be indexes such as 0-99, 1,3,5-7 or 0-98:2"}]}, {
         "slurm": Refuses(ARRAYS_NOT_YET),
-        "lsf": Refuses(ARRAYS_NOT_YET),
-        "kubernetes": Refuses(ARRAYS_NOT_YET),
+        "lsf": Compiles("C(-J \"name[indexes]%parallelism\"); LSF's indexes start at 1, so a set with index 0 runs each "
+                       "index one higher in C(LSB_JOBINDEX), and C(BRIDGE_ARRAY_INDEX) is the asked index"),
+        "kubernetes": Compiles("an Indexed Job (C(completions), C(backoffLimitPerIndex) 0); C(JOB_COMPLETION_INDEX) counts "
+                              "0..size-1, C(BRIDGE_ARRAY_INDEX) is the asked index"),
         "ray": Refuses("a Ray job is one driver, and Ray cannot submit one per index exactly once under a "
                        "parallelism; run the tasks inside the driver (ray.remote) or one job per index"),
         "quantum": Refuses("a primitive run's PUBs are its vector; put the parameter sets in backend_options.quantum "
@@ -327,8 +329,8 @@ FIELDS = (
         "How many of the array's tasks run at once at most; the manager's limit when unset.",
     ], {"type": "integer", "minimum": 1}, {
         "slurm": Refuses(ARRAYS_NOT_YET),
-        "lsf": Refuses(ARRAYS_NOT_YET),
-        "kubernetes": Refuses(ARRAYS_NOT_YET),
+        "lsf": Compiles("the running-element limit C(%parallelism) of C(-J)"),
+        "kubernetes": Compiles("the Job's C(parallelism)"),
         "ray": Refuses("arrays are not run by the Ray backend"),
         "quantum": Refuses("arrays are not run by the IBM Quantum backend"),
     }, 2),

@@ -352,6 +352,50 @@ def dependency_state(condition, job):
     return True if job.status in wanted else None
 
 
+# bsub -J "name[index_list]%job_slot_limit" (IBM: LSF command reference "bsub -J", admin guide "Job
+# arrays"): index_list is start[-end[:step]] joined by commas, positive integers, the largest at
+# most MAX_JOB_ARRAY_SIZE (lsb.params, default 1000), the whole specification at most 255 characters.
+ARRAY_SPEC = re.compile(r"^(?P<name>[^\[\]]*)\[(?P<indexes>[^\[\]]*)\](?:%(?P<limit>\d+))?$")
+ARRAY_PART = re.compile(r"^\s*(\d+)(?:-(\d+)(?::(\d+))?)?\s*$")
+MAX_ARRAY_SPEC = 255
+DEFAULT_MAX_JOB_ARRAY_SIZE = 1000
+# lsb_pendreason(): PEND_JOB_ARRAY_JLIMIT, an element held back by the array's %job_slot_limit.
+REASON_ARRAY_LIMIT = "The job array has reached its running element limit"
+
+
+def parse_array(spec, max_size):
+    """(name, [indexes], running-element limit or None) of a -J value, None for a plain job name.
+
+    Docs silent on bsub's exact messages for a bad index list; the simulator's say what is wrong."""
+    if "[" not in spec:
+        return None
+    match = ARRAY_SPEC.match(spec)
+    if not match:
+        raise PacError(400, "%s: Bad job name. Job not submitted." % spec)
+    if len(spec) > MAX_ARRAY_SPEC:
+        raise PacError(400, "%s...: Job array specification longer than %d characters. Job not submitted." % (
+            spec[:40], MAX_ARRAY_SPEC))
+    indexes = set()
+    for part in match.group("indexes").split(","):
+        found = ARRAY_PART.match(part)
+        if not found:
+            raise PacError(400, "%s: Bad job array index list. Job not submitted." % spec)
+        start = int(found.group(1))
+        end = int(found.group(2) or start)
+        step = int(found.group(3) or 1)
+        if start < 1 or end < start or step < 1:
+            raise PacError(400, "%s: Bad job array index list: indexes are positive integers, start <= end. "
+                                "Job not submitted." % spec)
+        if end > max_size:
+            raise PacError(400, "%s: Job array index too large: the largest index is MAX_JOB_ARRAY_SIZE (%d). "
+                                "Job not submitted." % (spec, max_size))
+        indexes.update(range(start, end + 1, step))
+    limit = int(match.group("limit")) if match.group("limit") is not None else None
+    if limit == 0:
+        raise PacError(400, "%s: Bad job array running element limit. Job not submitted." % spec)
+    return match.group("name"), sorted(indexes), limit
+
+
 def parse_env(spec, base):
     # bsub -env "none" | "all[, ~name][, name=value]" | "name=value[, ...]" (LSF bsub -env reference;
     # not in the shared docs). Bare names would copy the submitter's value: there is none here.
@@ -386,12 +430,29 @@ class Job(object):
         self.kill_reason = None
         self.kill_deadline = None
         self.max_mem_mb = 0
+        # A job array: its elements by index (Job objects of their own, the array's id and an
+        # index), the array's running-element limit; an element knows its array and index.
+        self.elements = None
+        self.element_limit = None
+        self.array = None
+        self.index = 0
         self.__dict__.update(fields)
+
+    @property
+    def ref(self):
+        """The id bjobs shows: 1234, or 1234[3] for an element of an array."""
+        return "%d[%d]" % (self.id, self.index) if self.array is not None else str(self.id)
+
+    def units(self):
+        """What runs of this job: its elements for an array, else the job itself."""
+        return list(self.elements.values()) if self.elements is not None else [self]
 
 
 class Cluster(object):
     def __init__(self, state_dir, queues=None, host_slots=4, minute_seconds=60.0, clean_period=3600.0,
-                 kill_grace=1.0, tick=0.1, as_users=None):
+                 kill_grace=1.0, tick=0.1, as_users=None,
+                 max_job_array_size=DEFAULT_MAX_JOB_ARRAY_SIZE):
+        self.max_job_array_size = max_job_array_size
         self.state_dir = os.path.abspath(state_dir)
         self.spool = os.path.join(self.state_dir, "spool")
         os.makedirs(self.spool, exist_ok=True)
@@ -447,6 +508,7 @@ class Cluster(object):
         for pid, option in (("JOB_NAME", "-J"), ("OUTPUT_FILE", "-o"), ("ERROR_FILE", "-e"), ("QUEUE", "-q")):
             if values.get(pid) and option not in options:
                 options[option] = values[pid]
+        array = parse_array(options["-J"], self.max_job_array_size) if "-J" in options else None
         dependency = parse_dependency(options["-w"]) if "-w" in options else []
         missing = [str(job_id) for _kind, job_id in dependency if job_id not in self.jobs]
         if missing:
@@ -494,10 +556,19 @@ class Cluster(object):
             self.next_id += 1
             job_dir = os.path.join(self.spool, user, str(job_id))
             cwd = os.path.abspath(os.path.join(job_dir, options["-cwd"])) if "-cwd" in options else job_dir
-            job = Job(job_id, user, command=command, queue=queue_name, name=options.get("-J", command[:60]),
-                      description=options.get("-Jd", ""), project=options.get("-P", "default"),
-                      slots=slots, runlimit=runlimit, memlimit=memlimit, cwd=cwd, job_dir=job_dir,
-                      options=options, dependency=dependency)
+            fields = dict(command=command, queue=queue_name, name=options.get("-J", command[:60]),
+                          description=options.get("-Jd", ""), project=options.get("-P", "default"),
+                          slots=slots, runlimit=runlimit, memlimit=memlimit, cwd=cwd, job_dir=job_dir,
+                          options=options, dependency=dependency)
+            job = Job(job_id, user, **fields)
+            if array is not None:
+                # Every element is a job of its own under the array's id, named name[index] (IBM:
+                # admin guide "Job arrays": elements are referenced as "JOBID[index]").
+                name, indexes, job.element_limit = array
+                job.name = fields["name"] = name
+                job.elements = collections.OrderedDict(
+                    (i, Job(job_id, user, array=job, index=i, **dict(fields, name="%s[%d]" % (name, i))))
+                    for i in indexes)
             os.makedirs(job_dir, exist_ok=True)
             # bsub -cwd: docs silent on a missing directory; the simulator creates it.
             os.makedirs(cwd, exist_ok=True)
@@ -522,27 +593,66 @@ class Cluster(object):
             with self.lock:
                 self._dispatch()
                 self._supervise()
+                self._summarize()
                 self._forget()
 
+    def units(self):
+        """Every job and array element that runs on its own, in submit (then index) order."""
+        return [unit for job in self.jobs.values() for unit in job.units()]
+
     def _used(self, queue=None):
-        return sum(j.slots for j in self.jobs.values() if j.status == RUN and queue in (None, j.queue))
+        return sum(j.slots for j in self.units() if j.status == RUN and queue in (None, j.queue))
 
     def _dispatch(self):
-        for job in [j for j in self.jobs.values() if j.status == PEND]:
+        # Slots in use, counted once per tick and kept up to date as jobs start: an array of
+        # thousands of pending elements must not count every job again for each of them.
+        running = [j for j in self.units() if j.status == RUN]
+        used = sum(j.slots for j in running)
+        by_queue = collections.Counter()
+        by_array = collections.Counter()
+        for job in running:
+            by_queue[job.queue] += job.slots
+            if job.array is not None:
+                by_array[job.id] += 1
+        for job in [j for j in self.units() if j.status == PEND]:
             queue = self.queues[job.queue]
             met = [dependency_state(c, self.jobs.get(c[1])) for c in job.dependency]
+            array = job.array
             if None in met:
                 job.pend_reason = REASON_DEP_NEVER
             elif not all(met):
                 job.pend_reason = REASON_DEPEND
             elif queue["status"].endswith("Inact"):
                 job.pend_reason = REASON_QUEUE_INACTIVE
-            elif self._used(job.queue) + job.slots > queue.get("slots", self.host_slots):
+            elif array is not None and array.element_limit is not None and by_array[job.id] >= array.element_limit:
+                job.pend_reason = REASON_ARRAY_LIMIT
+            elif by_queue[job.queue] + job.slots > queue.get("slots", self.host_slots):
                 job.pend_reason = REASON_QUEUE_SLOTS
-            elif self._used() + job.slots > self.host_slots:
+            elif used + job.slots > self.host_slots:
                 job.pend_reason = REASON_HOST_SLOTS
             else:
                 self._run(job)
+                if job.status == RUN:
+                    used += job.slots
+                    by_queue[job.queue] += job.slots
+                    by_array[job.id] += job.array is not None
+
+    def _summarize(self):
+        """An array's own state from its elements' (docs silent; bjobs -A counts them): running once
+        one has started, ended when all have, EXIT if one exited; so dependencies and CLEAN_PERIOD
+        see the array as one job."""
+        for job in self.jobs.values():
+            if job.elements is None:
+                continue
+            elements = list(job.elements.values())
+            statuses = set(e.status for e in elements)
+            starts = [e.start_time for e in elements if e.start_time]
+            job.start_time = min(starts) if starts else None
+            if statuses <= {DONE, EXIT}:
+                job.status = EXIT if EXIT in statuses else DONE
+                job.end_time = max(e.end_time for e in elements)
+            else:
+                job.status = RUN if starts else PEND
 
     def _run(self, job):
         account = self.account(job.user)
@@ -552,19 +662,24 @@ class Cluster(object):
         env = parse_env(job.options.get("-env", "all"), env)
         # Variables LSF sets in every job (LSF "Environment variables set for job execution").
         env.update(LSB_JOBID=str(job.id), LSB_JOBNAME=job.name, LSB_QUEUE=job.queue, LS_SUBCWD=job.cwd,
-                   LSB_HOSTS=" ".join([self.host] * job.slots), LSB_DJOB_NUMPROC=str(job.slots))
+                   LSB_HOSTS=" ".join([self.host] * job.slots), LSB_DJOB_NUMPROC=str(job.slots),
+                   # IBM: admin guide "Passing arguments on the command line": LSB_JOBINDEX is the
+                   # element's index, and 0 for a job that is no array.
+                   LSB_JOBINDEX=str(job.index))
 
         def path(option_pair, default):
             name = next((job.options[o] for o in option_pair if o in job.options), None)
             if name is None:
                 return default, "ab"
-            name = name.replace("%J", str(job.id)).replace("%I", "0")
+            name = name.replace("%J", str(job.id)).replace("%I", str(job.index))
             # -oo/-eo overwrite, -o/-e append (LSF bsub reference).
             return os.path.join(job.cwd, name), ("wb" if option_pair[0] in job.options else "ab")
 
-        # Without -o, LSF mails the output; the simulator keeps it in the job dir. Without -e,
-        # stderr goes where stdout goes (LSF bsub -o). No LSF job report is appended to -o.
-        out_path, out_mode = path(("-oo", "-o"), os.path.join(job.job_dir, "output"))
+        # Without -o, LSF mails the output; the simulator keeps it in the job dir (output.<index> for
+        # an array's element). Without -e, stderr goes where stdout goes (LSF bsub -o). No LSF job
+        # report is appended to -o.
+        default = "output" if job.array is None else "output.%d" % job.index
+        out_path, out_mode = path(("-oo", "-o"), os.path.join(job.job_dir, default))
         err_path, err_mode = path(("-eo", "-e"), None)
         job.outfile, job.errfile = out_path, err_path or ""
         identity = {}
@@ -599,7 +714,7 @@ class Cluster(object):
 
     def _supervise(self):
         now = time.time()
-        for job in [j for j in self.jobs.values() if j.status == RUN]:
+        for job in [j for j in self.units() if j.status == RUN]:
             code = job.process.poll()
             if code is not None:
                 self._finish(job, code)
@@ -647,27 +762,40 @@ class Cluster(object):
         for job_id in [i for i, j in self.jobs.items() if j.end_time and now - j.end_time >= self.clean_period]:
             del self.jobs[job_id]
 
-    def kill(self, user, job_id, admin=False):
-        """bkill: the message bkill prints; raises PacError for an unknown or finished job."""
+    def kill(self, user, job_id, admin=False, index=None):
+        """bkill JOB or bkill "JOB[index]": the message bkill prints; raises PacError for an unknown or
+        finished job. bkill of an array kills its unfinished elements (IBM: admin guide "Job arrays",
+        controlling job arrays)."""
         with self.lock:
             job = self.jobs.get(job_id)
+            ref = "%d" % job_id if index is None else "%d[%d]" % (job_id, index)
             if job is None or (job.user != user and not admin):
-                raise PacError(404, "Job <%d>: No matching job found" % job_id)
-            if job.status in (DONE, EXIT):
-                raise PacError(400, "Job <%d>: Job has already finished" % job_id)
-            if job.status == PEND:
-                job.status, job.exit_info, job.end_time = EXIT, "TERM_OWNER", time.time()
-                job.exit_status = 128 + signal.SIGKILL
-            elif job.kill_reason is None:
-                self._kill(job, "TERM_OWNER" if job.user == user else "TERM_ADMIN")
-            return "Job <%d> is being terminated" % job_id
+                raise PacError(404, "Job <%s>: No matching job found" % ref)
+            if index is not None:
+                job = (job.elements or {}).get(index)
+                if job is None:
+                    raise PacError(404, "Job <%s>: No matching job found" % ref)
+            units = [unit for unit in job.units() if unit.status not in (DONE, EXIT)]
+            if not units:
+                raise PacError(400, "Job <%s>: Job has already finished" % ref)
+            for unit in units:
+                if unit.status == PEND:
+                    unit.status, unit.exit_info, unit.end_time = EXIT, "TERM_OWNER", time.time()
+                    unit.exit_status = 128 + signal.SIGKILL
+                elif unit.kill_reason is None:
+                    self._kill(unit, "TERM_OWNER" if unit.user == user else "TERM_ADMIN")
+            self._summarize()
+            if job.elements is not None:
+                # bkill's answer for a whole array (docs silent on PAC's; bkill prints this).
+                return "Job <%s>: Operation is in progress" % ref
+            return "Job <%s> is being terminated" % ref
 
     def shutdown(self):
         self.stopping.set()
         if self.thread.is_alive():
             self.thread.join()
         with self.lock:
-            for job in self.jobs.values():
+            for job in self.units():
                 if job.process is not None:
                     self._signal(job, signal.SIGKILL)
                     job.process.wait()
@@ -677,8 +805,10 @@ class Cluster(object):
         # Detailed job element (IBM: "Get detailed job information by job ID (GET)", fields listed in
         # external-apis.md §2.3). exitInfo (the lsbatch.h TERM_* name) is not in the docs' list: docs
         # silent on how PAC shows why a job was terminated; LSF's jobInfoEnt calls it exitInfo.
+        # An array's element is a record of its own, jobId "1234[3]" and jobName "name[3]" as bjobs shows
+        # them (LSB_BJOBS_DISPLAY_ENH; lsb_readjobinfo prints job <1234[3]>); docs silent on PAC's form.
         return collections.OrderedDict([
-            ("jobId", job.id), ("jobName", job.name), ("jobStatus", job.status), ("queue", job.queue),
+            ("jobId", job.ref), ("jobName", job.name), ("jobStatus", job.status), ("queue", job.queue),
             ("user", job.user), ("command", job.command), ("fromHost", self.host),
             ("exHosts", self.host if job.start_time else ""), ("submitTimeGMT", utc(job.submit_time)),
             ("startTime", utc(job.start_time)), ("endTime", utc(job.end_time)), ("cwd", job.cwd),
@@ -697,13 +827,13 @@ class Cluster(object):
         # Basic job info (<pseudoJob>, IBM: "Get basic job information (GET)"); docs name id/jobId and
         # jobStatus, the rest is docs silent.
         return collections.OrderedDict([
-            ("id", job.id), ("jobId", job.id), ("jobName", job.name), ("jobStatus", job.status),
+            ("id", job.ref), ("jobId", job.ref), ("jobName", job.name), ("jobStatus", job.status),
             ("user", job.user), ("queue", job.queue), ("submitTimeGMT", utc(job.submit_time)),
         ])
 
     def queue_view(self, name):
         q = self.queues[name]
-        jobs = [j for j in self.jobs.values() if j.queue == name]
+        jobs = [j for j in self.units() if j.queue == name]
         # Queue element (IBM: "Get basic queue information", "Get basic or detailed queue information
         # by name (POST)"); runLimit (minutes) and memLimit (UNIT_FOR_LIMITS) are docs silent.
         return collections.OrderedDict([
@@ -882,15 +1012,21 @@ def parse_logon(body):
     return (element.findtext("name") or "").strip(), element.findtext("pass") or ""
 
 
+JOB_REF = re.compile(r"^\s*(\d+)(?:\[(\d+)\])?\s*$")
+
+
 def ids_of(text):
-    try:
-        ids = [int(i) for i in text.split(",") if i.strip()]
-    except ValueError:
-        raise PacError(400, "Bad job ids %r." % text)
+    """[(job id, index or None)] of "1,2,3[4]": a job, or one element of an array (bjobs "JOBID[index]")."""
+    refs = []
+    for part in [p for p in urllib.parse.unquote(text).split(",") if p.strip()]:
+        match = JOB_REF.match(part)
+        if not match:
+            raise PacError(400, "Bad job ids %r." % text)
+        refs.append((int(match.group(1)), int(match.group(2)) if match.group(2) else None))
     # GET /platform/ws/jobs/{ids}: comma list, no 0 (external-apis.md §2.3).
-    if not ids or 0 in ids:
+    if not refs or any(job_id == 0 for job_id, _index in refs):
         raise PacError(400, "Bad job ids %r: give job ids other than 0." % text)
-    return ids
+    return refs
 
 
 class App(object):
@@ -934,24 +1070,24 @@ class App(object):
             return self.jobs_by_id(user, admin, ids_of(path[len(ws + "jobs/"):]))
         if method == "POST" and path in (ws + "jobs/getfullinfo", ws + "jobs/getbasicinfo"):
             form = dict(urllib.parse.parse_qsl(body.decode()))
-            reply = self.jobs_by_id(user, admin, ids_of(form.get("ids", "")))
-            return reply if path.endswith("fullinfo") else self._basic(reply)
+            return self.jobs_by_id(user, admin, ids_of(form.get("ids", "")), basic=path.endswith("basicinfo"))
         if method == "GET" and path in (ws + "jobs", ws + "jobs/fullinfo"):
-            reply = self.jobs_by_attributes(user, admin, query)
-            return reply if path.endswith("fullinfo") else self._basic(reply)
+            return self.jobs_by_attributes(user, admin, query, basic=not path.endswith("fullinfo"))
         if method == "GET" and path == legacy + "jobs":
             return self.legacy_jobs(user, admin, query)
         if method == "POST" and path == ws + "jobs/kill":
             # Form ids=<id[,id]> (external-apis.md §2.4, Janelia LSFPACHelper); docs silent on the
             # success body: bkill's own lines.
             form = dict(urllib.parse.parse_qsl(body.decode()))
-            return Reply("actionMsg", "\n".join(self.cluster.kill(user, i, admin) for i in ids_of(form.get("ids", ""))))
+            return Reply("actionMsg", "\n".join(self.cluster.kill(user, job_id, admin, index=index)
+                                                 for job_id, index in ids_of(form.get("ids", ""))))
         if method == "GET" and path.startswith(legacy + "jobOperation/"):
             # Legacy GET jobOperation/{action}/{id}: <actionMsg> or <errMsg> (external-apis.md §2.4).
             action, job_id = (path[len(legacy + "jobOperation/"):].split("/", 1) + [""])[:2]
             if action != "kill":
                 return legacy_error("Action %s is not simulated; only kill is." % action)
-            return Reply("actionMsg", self.cluster.kill(user, ids_of(job_id)[0], admin))
+            job_id, index = ids_of(job_id)[0]
+            return Reply("actionMsg", self.cluster.kill(user, job_id, admin, index=index))
         if method == "POST" and path in (ws + "userCmd", legacy + "userCmd"):
             return self.user_cmd(user, admin, body)
         if method == "GET" and path == ws + "queues":
@@ -965,53 +1101,63 @@ class App(object):
         raise PacError(404, "Not found: %s %s (not simulated)" % (method, path))
 
     def _visible(self, user, admin):
-        return [j for j in self.cluster.jobs.values() if admin or j.user == user]
+        return [j for j in self.cluster.units() if admin or j.user == user]
 
-    def jobs_by_id(self, user, admin, ids):
+    def _reply(self, units, basic=False):
+        if basic:
+            # Basic info uses <pseudoJob> elements (external-apis.md §2.3); the wrapper name is docs silent.
+            return Reply("pseudoJobs", {"@total": len(units), "pseudoJob": [self.cluster.job_basic(j) for j in units]})
+        return Reply("jobs", {"@total": len(units), "job": [self.cluster.job_detail(j) for j in units]})
+
+    def jobs_by_id(self, user, admin, refs, basic=False):
+        """A job's record, each element's for an array (bjobs JOBID lists them all), or one element's
+        for JOBID[index]."""
         with self.cluster.lock:
-            found = [self.cluster.jobs[i] for i in ids if i in self.cluster.jobs]
+            found = []
+            for job_id, index in refs:
+                job = self.cluster.jobs.get(job_id)
+                if job is not None and index is not None:
+                    job = (job.elements or {}).get(index)
+                if job is not None:
+                    found.extend(job.units())
             # 403 for another user's job (RBAC), 404 when nothing matches (external-apis.md §2.3).
             if any(j.user != user and not admin for j in found):
                 raise PacError(403, "Permission denied: not your job.")
             if not found:
-                raise PacError(404, "No matching job found: %s" % ",".join(map(str, ids)))
-            return Reply("jobs", {"@total": len(found), "job": [self.cluster.job_detail(j) for j in found]})
+                raise PacError(404, "No matching job found: %s" % ",".join(
+                    "%d" % i if x is None else "%d[%d]" % (i, x) for i, x in refs))
+            return self._reply(found, basic)
 
-    def jobs_by_attributes(self, user, admin, query):
+    def jobs_by_attributes(self, user, admin, query, basic=False):
         # ?jobname=&username=&queuename=&hostname=&status= ; the caller's jobs by default, username=all
         # for an admin (external-apis.md §2.3). A status is a short (PEND) or long (Pending) name;
-        # ALL and empty mean every status (docs silent on status values).
+        # ALL and empty mean every status (docs silent on status values). An array's elements match
+        # the array's name (bjobs -J name) as well as their own.
         wanted_user = query.get("username") or user
         if wanted_user != user and not admin:
             raise PacError(403, "Permission denied: only an administrator may query other users' jobs.")
         status = (query.get("status") or "ALL").upper()
         with self.cluster.lock:
-            jobs = [j for j in self.cluster.jobs.values()
+            jobs = [j for j in self.cluster.units()
                     if wanted_user in ("all", j.user)
-                    and query.get("jobname") in (None, "", j.name)
+                    and query.get("jobname") in (None, "", j.name, j.array.name if j.array is not None else None)
                     and query.get("queuename") in (None, "", j.queue)
                     and query.get("hostname") in (None, "", self.cluster.host)
                     and status in ("ALL", j.status, LONG_STATUS[j.status].upper())]
             if not jobs:
                 raise PacError(404, "No matching job found.")
-            return Reply("jobs", {"@total": len(jobs), "job": [self.cluster.job_detail(j) for j in jobs]})
-
-    def _basic(self, reply):
-        jobs = [self.cluster.job_basic(self.cluster.jobs[int(j["jobId"])]) for j in reply.content["job"]
-                if int(j["jobId"]) in self.cluster.jobs]
-        # Basic info uses <pseudoJob> elements (external-apis.md §2.3); the wrapper name is docs silent.
-        return Reply("pseudoJobs", {"@total": len(jobs), "pseudoJob": jobs})
+            return self._reply(jobs, basic)
 
     def legacy_jobs(self, user, admin, query):
         # Legacy pacclient jobs?<params>: <Jobs><Job><id/><status>Done|Exit|..</status></Job></Jobs>
         # (lsf-faas lsflib.py); no match is a <note> (lsf-faas reads it). Other fields are docs silent.
         with self.cluster.lock:
             jobs = [j for j in self._visible(user, admin)
-                    if query.get("id") in (None, "", str(j.id)) and query.get("name") in (None, "", j.name)]
+                    if query.get("id") in (None, "", str(j.id), j.ref) and query.get("name") in (None, "", j.name)]
             if not jobs:
                 return Reply("Jobs", {"note": "No matching job found"})
             return Reply("Jobs", {"Job": [collections.OrderedDict([
-                ("id", j.id), ("name", j.name), ("status", LONG_STATUS[j.status]), ("queue", j.queue),
+                ("id", j.ref), ("name", j.name), ("status", LONG_STATUS[j.status]), ("queue", j.queue),
                 ("user", j.user), ("cmd", j.command),
                 ("exitCode", "" if j.exit_status is None else j.exit_status)]) for j in jobs]})
 
@@ -1032,7 +1178,8 @@ class App(object):
         lines = []
         for word in words:
             try:
-                lines.append(self.cluster.kill(user, ids_of(word)[0], admin))
+                job_id, index = ids_of(word)[0]
+                lines.append(self.cluster.kill(user, job_id, admin, index=index))
             except PacError as exc:
                 lines.append(exc.message)
         return Reply("cmdMsg", "\n".join(lines))
@@ -1086,6 +1233,8 @@ def main(argv=None):
     parser.add_argument("--token-ttl", type=float, default=3600.0, help="token lifetime, seconds")
     parser.add_argument("--minute-seconds", type=float, default=60.0, help="seconds in one run-limit minute")
     parser.add_argument("--clean-period", type=float, default=3600.0, help="seconds finished jobs are kept")
+    parser.add_argument("--max-job-array-size", type=int, default=DEFAULT_MAX_JOB_ARRAY_SIZE,
+                        help="MAX_JOB_ARRAY_SIZE of lsb.params: the largest array index")
     parser.add_argument("--host-slots", type=int, default=4)
     parser.add_argument("--queues", help="JSON file {name: {status, slots, runlimit, memlimit, default}}")
     parser.add_argument("--port-file", help="write the bound port here once listening")
@@ -1101,7 +1250,8 @@ def main(argv=None):
             queues = json.load(handle)
     sim = LsfPacSimulator(args.state_dir, users, port=args.port, token_ttl=args.token_ttl, admins=args.admins,
                           verbose=args.verbose, access_log=args.access_log, queues=queues, host_slots=args.host_slots,
-                          minute_seconds=args.minute_seconds, clean_period=args.clean_period)
+                          minute_seconds=args.minute_seconds, clean_period=args.clean_period,
+                          max_job_array_size=args.max_job_array_size)
     serve(sim, args.port_file, "lsf-pac simulator listening on %s\n" % sim.url)
 
 

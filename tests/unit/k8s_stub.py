@@ -1,7 +1,7 @@
 """A kube-apiserver stub under the real `kubernetes` client: its urllib3 pool answers from memory.
 
 Only what the kubernetes backend sends: namespaces, nodes, ConfigMaps, Jobs, Pods, Pod logs and
-Kueue LocalQueues; label selectors of the forms `k=v`, `k in (a,b)` and `k` (the label exists). Every request is kept in
+Kueue LocalQueues; label selectors of the forms `k=v`, `k in (a,b)`, `k` (the label exists) and `!k` (it does not). Every request is kept in
 `sent` as (method, path, query, body).
 """
 
@@ -39,6 +39,9 @@ def matches(labels, selector):
         found = re.match(r"^([^ =]+) in \((.*)\)$", term)
         if found:
             if labels.get(found.group(1)) not in found.group(2).split(","):
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
                 return False
         elif "=" not in term:
             if term not in labels:

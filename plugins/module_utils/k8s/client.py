@@ -22,6 +22,7 @@ __metaclass__ = type
 
 import json
 import os
+import re
 import time
 
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
@@ -47,6 +48,8 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import RetryPolicy
 from ansible_collections.bridge.hpc.plugins.module_utils.k8s.compile import (
+    ARRAY_ANNOTATION,
+    ARRAY_LABEL,
     DEFAULT_GPU_RESOURCE,
     IDENTITY_LABEL,
     MANAGED_BY,
@@ -83,6 +86,8 @@ MANAGER = "Kubernetes"
 
 
 KUEUE = ("kueue.x-k8s.io", "v1beta1", "localqueues")
+# The first Kubernetes release whose Jobs take backoffLimitPerIndex by default.
+MIN_ARRAY_VERSION = (1, 29)
 
 
 SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -289,6 +294,8 @@ class K8sClient(Backend):
 
     def check(self, spec):
         rendered = self.render(spec)
+        if spec.get("array"):
+            self._check_indexed_jobs()
         try:
             self._call("get", "namespace", self.namespace, self.core.read_namespace, self.namespace)
         except NotFound:
@@ -311,6 +318,16 @@ class K8sClient(Backend):
             except Rejected:
                 self._nodes = []  # listing nodes is a cluster-scope right many users lack
         check_fits(rendered, [n for n in self._nodes if n["schedulable"]], self.gpu_resource)
+
+    def _check_indexed_jobs(self):
+        """An array needs backoffLimitPerIndex (Kubernetes 1.29, beta and on by default; GA in 1.33): an
+        older apiserver drops the field, and its Job would run failed Pods again and end after six failures
+        in all (backoffLimit's default)."""
+        version = self.describe()["version"]
+        match = re.match(r"^v?(\d+)\.(\d+)", version or "")
+        if match and (int(match.group(1)), int(match.group(2))) < MIN_ARRAY_VERSION:
+            raise SpecError("array.indexes", "arrays need Kubernetes %d.%d or later (Indexed Jobs with backoffLimitPerIndex); "
+                            "the cluster at %s runs %s" % (MIN_ARRAY_VERSION + (self.url, version)))
 
     def submit(self, spec):
         """The ConfigMap, then the one Job create (never retried; AlreadyExists means a racing
@@ -349,7 +366,14 @@ class K8sClient(Backend):
                           parse=_items)
 
     def _with_pods(self, jobs, selector):
-        pods = self._pods(selector) if jobs else []
+        """Normalized jobs, with the Pods of those that are no array: one list, which leaves arrays'
+        Pods out (ARRAY_LABEL). An array is read from its Job's status alone, and once it has ended
+        with failed indexes, from the Pods of its indexes too (one more list for all such arrays),
+        for their exit codes: never a Pod list per poll of a running array."""
+        pods = self._pods("%s,!%s" % (selector, ARRAY_LABEL)) if any(not _array(job) for job in jobs) else []
+        ended = sorted(job["metadata"]["name"] for job in jobs if _array(job) and _ended_with_failures(job))
+        if ended:
+            pods += self._pods("job-name in (%s)" % ",".join(ended))
         by_job = {}
         for pod in pods:
             for owner in (pod["metadata"].get("ownerReferences") or []):
@@ -502,3 +526,19 @@ def _strings(value):
     if isinstance(value, list):
         return [s for item in value for s in _strings(item)]
     return [value] if isinstance(value, str) else []
+
+
+def _array(job):
+    """Whether a Job (as the apiserver answers it) is an array Bridge made (compile.ARRAY_ANNOTATION)."""
+    meta = job.get("metadata") if isinstance(job, dict) else None
+    return isinstance(meta, dict) and isinstance(meta.get("name"), str) and ARRAY_ANNOTATION in (meta.get("annotations") or {})
+
+
+def _ended_with_failures(job):
+    """Whether an array's Job has ended (Complete, Failed, or FailureTarget: the Job controller's verdict
+    before its last Pods are gone) with failed indexes."""
+    status = job.get("status") or {}
+    if not isinstance(status, dict) or not status.get("failedIndexes"):
+        return False
+    return any(isinstance(c, dict) and c.get("type") in ("Complete", "Failed", "FailureTarget") and c.get("status") == "True"
+               for c in (status.get("conditions") or []))

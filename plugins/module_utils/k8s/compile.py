@@ -56,6 +56,46 @@ JOB_OPTIONS = {
 }
 
 
+# An array is an Indexed Job: Kubernetes numbers its Pods 0..completions-1 in this annotation and
+# in JOB_COMPLETION_INDEX. The asked index set travels as an annotation of the Job, and the Pods of
+# an array carry ARRAY_LABEL, so the lookup of plain Jobs' Pods leaves them out.
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+ARRAY_ANNOTATION = DOMAIN + "/array-indexes"
+ARRAY_LABEL = DOMAIN + "/array"
+ARRAY_INDEX_VARIABLE = "BRIDGE_ARRAY_INDEX"
+INDEXES_KEY = "indexes"
+# An object's annotations hold 256 KiB in all; the index set takes a part of that at most.
+MAX_ARRAY_ANNOTATION = 65536
+# A sparse set's wrapper: JOB_COMPLETION_INDEX k is the k-th asked index, found in the ConfigMap's
+# `indexes` (one "start end step" line per run of the set), then the script runs as it would alone.
+SPARSE_WRAPPER = (
+    'k=$JOB_COMPLETION_INDEX\n'
+    'while read -r start end step; do\n'
+    '  n=$(( (end - start) / step + 1 ))\n'
+    '  if [ "$k" -lt "$n" ]; then\n'
+    '    BRIDGE_ARRAY_INDEX=$((start + k * step)); export BRIDGE_ARRAY_INDEX; exec "$@"\n'
+    '  fi\n'
+    '  k=$((k - n))\n'
+    'done < %s/%s\n'
+    'echo "bridge: completion index $JOB_COMPLETION_INDEX is past the array\'s indexes" >&2\n'
+    'exit 120\n')
+
+
+def dense(array):
+    """Whether an array's indexes are 0..size-1, Kubernetes' own numbering."""
+    return array["indexes"][-1] == array["size"] - 1 and array["indexes"][0] == 0
+
+
+def index_runs(text):
+    """"start end step" lines of a canonical index set ("3,7,20-22" -> "3 3 1", "7 7 1", "20 22 1")."""
+    lines = []
+    for part in text.split(","):
+        bounds, _colon, step = part.partition(":")
+        start, _dash, end = bounds.partition("-")
+        lines.append("%s %s %s" % (start, end or start, step or "1"))
+    return "\n".join(lines) + "\n"
+
+
 def identity_hash(identity):
     """The label value of an identity: labels allow 63 characters without ':', identities do not."""
     return hashlib.sha256(identity.encode("utf-8")).hexdigest()[:40]
@@ -107,6 +147,19 @@ def compile_job(spec, namespace, gpu_resource=DEFAULT_GPU_RESOURCE):
         labels[KUEUE_QUEUE_LABEL] = spec["queue"]
     annotations = dict(options.get("annotations") or {})
     annotations.update({IDENTITY_ANNOTATION: identity, NAME_ANNOTATION: spec["name"]})
+    array = spec.get("array")
+    environment = sorted(spec["environment"].items())
+    command = interpreter(spec["script"]) + ["%s/%s" % (SCRIPT_DIR, SCRIPT_KEY)]
+    pod_labels = dict(labels)
+    if array:
+        if len(array["text"]) > MAX_ARRAY_ANNOTATION:
+            raise SpecError("array.indexes", "is %d characters written as ranges; a Kubernetes Job's annotations hold "
+                            "%d at most: use fewer, longer runs (0-99, 0-98:2)" % (len(array["text"]), MAX_ARRAY_ANNOTATION))
+        annotations[ARRAY_ANNOTATION] = array["text"]
+        pod_labels[ARRAY_LABEL] = "true"
+        environment = [(key, value) for key, value in environment if key != ARRAY_INDEX_VARIABLE]
+        if not dense(array):
+            command = ["/bin/sh", "-c", SPARSE_WRAPPER % (SCRIPT_DIR, INDEXES_KEY), "bridge-array"] + command
 
     limits = {}
     if cpus:
@@ -121,9 +174,9 @@ def compile_job(spec, namespace, gpu_resource=DEFAULT_GPU_RESOURCE):
     container = {
         "name": CONTAINER,
         "image": options["image"],
-        "command": interpreter(spec["script"]) + ["%s/%s" % (SCRIPT_DIR, SCRIPT_KEY)],
+        "command": command,
         "workingDir": spec["working_directory"] or WORK_DIR,
-        "env": [{"name": key, "value": value} for key, value in sorted(spec["environment"].items())],
+        "env": [{"name": key, "value": value} for key, value in environment],
         "volumeMounts": [{"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
                          {"name": "work", "mountPath": WORK_DIR}],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
@@ -166,8 +219,25 @@ def compile_job(spec, namespace, gpu_resource=DEFAULT_GPU_RESOURCE):
     job_spec = {
         "backoffLimit": options.get("backoff_limit", 0),
         "ttlSecondsAfterFinished": options.get("ttl_seconds_after_finished", DEFAULT_TTL),
-        "template": {"metadata": {"labels": dict(labels), "annotations": dict(annotations)}, "spec": pod},
+        "template": {"metadata": {"labels": pod_labels,
+                                  "annotations": dict((k, v) for k, v in annotations.items() if k != ARRAY_ANNOTATION)},
+                     "spec": pod},
     }
+    data = {SCRIPT_KEY: spec["script"]}
+    if array:
+        # One Pod per index; an index that fails is not run again (backoff_limit counts per index),
+        # and the others run on: the Job fails once all have ended, naming the failed ones
+        # (backoffLimitPerIndex, Kubernetes 1.29+; without backoffLimit, which would end the Job at
+        # its first failure).
+        del job_spec["backoffLimit"]
+        job_spec.update(completionMode="Indexed", completions=array["size"],
+                        parallelism=array["parallelism"] or array["size"],
+                        backoffLimitPerIndex=options.get("backoff_limit", 0))
+        if dense(array):
+            container["env"].append({"name": ARRAY_INDEX_VARIABLE, "valueFrom": {"fieldRef": {
+                "fieldPath": "metadata.annotations['%s']" % COMPLETION_INDEX_ANNOTATION}}})
+        else:
+            data[INDEXES_KEY] = index_runs(array["text"])
     if resources["time_limit_minutes"]:
         job_spec["activeDeadlineSeconds"] = resources["time_limit_minutes"] * 60
     if spec["queue"]:
@@ -180,6 +250,6 @@ def compile_job(spec, namespace, gpu_resource=DEFAULT_GPU_RESOURCE):
                        "metadata": {"name": name, "namespace": namespace,
                                     "labels": {IDENTITY_LABEL: labels[IDENTITY_LABEL], MANAGED_BY[0]: MANAGED_BY[1]},
                                     "annotations": {IDENTITY_ANNOTATION: identity}},
-                       "data": {SCRIPT_KEY: spec["script"]}},
+                       "data": data},
         "job": {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec},
     }

@@ -11,8 +11,12 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.bridge.hpc.plugins.module_utils._arrays import array_job, parse_indexes
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import TERMINAL_PHASES, ShapeError
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils.k8s.compile import (
+    ARRAY_ANNOTATION,
+    COMPLETION_INDEX_ANNOTATION,
     IDENTITY_ANNOTATION,
     IDENTITY_LABEL,
     KUEUE_QUEUE_LABEL,
@@ -80,9 +84,16 @@ def newest_pod(pods):
 
 
 def normalize_job(native, pods=()):
-    """A Job and its Pods as Bridge's job dict."""
+    """A Job and its Pods as Bridge's job dict; an array's Indexed Job as one record of its indexes
+    (normalize_array)."""
     if not isinstance(native, dict):
         raise ShapeError("a Job must be an object, got %s" % type(native).__name__)
+    if ARRAY_ANNOTATION in ((native.get("metadata") or {}).get("annotations") or {}):
+        return normalize_array(native, pods)
+    return _normalize_one(native, pods)
+
+
+def _normalize_one(native, pods):
     meta = native["metadata"]
     status = native.get("status") or {}
     spec = native.get("spec") or {}
@@ -153,3 +164,84 @@ def normalize_job(native, pods=()):
         "pod": ((pod or {}).get("metadata") or {}).get("name"),
         "native": {"job": _without_managed_fields(native), "pod": _without_managed_fields(pod)},
     }
+
+
+def completion_indexes(text, key):
+    """The completion indexes of a Job's status (completedIndexes, failedIndexes: "1,3-5"), a set."""
+    if not text:
+        return set()
+    try:
+        return set(parse_indexes(text, key))
+    except SpecError:
+        raise ShapeError("'%s' must be completion indexes such as 1,3-5" % key)
+
+
+def _task_failure(pod):
+    """(exit code, signal, failure class) of the Pod of a failed index."""
+    terminated = _terminated(pod) or {}
+    reason = (pod.get("status") or {}).get("reason")
+    if terminated.get("reason") == "OOMKilled":
+        return terminated.get("exitCode"), 9, "out_of_memory"
+    if reason in ("Evicted", "NodeLost", "Terminated", "UnexpectedAdmissionError"):
+        return terminated.get("exitCode"), None, "node_failure"
+    return terminated.get("exitCode"), None, "non_zero_exit"
+
+
+def normalize_array(native, pods=()):
+    """An array's Indexed Job as one job, from the Job alone: its status says which completion
+    indexes completed (completedIndexes) and failed (failedIndexes, with backoffLimitPerIndex) and
+    how many Pods are active, which count as running (the lowest indexes not ended: which ones run
+    is not read). Completion index k is the k-th asked index (the annotation bridge.dev/array-indexes).
+    `pods` are those of failed indexes, read once when the array has ended, for their exit codes and
+    failure classes (without them a failed index is non_zero_exit, its exit code unknown)."""
+    meta = native["metadata"]
+    status = native.get("status") or {}
+    spec = native.get("spec") or {}
+    try:
+        asked = parse_indexes(meta["annotations"][ARRAY_ANNOTATION], ARRAY_ANNOTATION)
+    except SpecError:
+        raise ShapeError("the annotation %s must be an index set such as 0-9" % ARRAY_ANNOTATION)
+    base = _normalize_one(native, ())
+    completed = completion_indexes(status.get("completedIndexes"), "completedIndexes")
+    failed = completion_indexes(status.get("failedIndexes"), "failedIndexes")
+    pods_by_index = {}
+    for pod in pods:
+        index = ((pod.get("metadata") or {}).get("annotations") or {}).get(COMPLETION_INDEX_ANNOTATION)
+        if isinstance(index, str) and index.isdigit() and int(index) in failed:
+            pods_by_index.setdefault(int(index), []).append(pod)
+    by_index = dict((index, newest_pod(found)) for index, found in pods_by_index.items())
+    job_failure = _condition(native, "Failed") or _condition(native, "FailureTarget")
+    stopped = None
+    if base["phase"] == "cancelled":
+        stopped = ("cancelled", "cancelled")
+    elif job_failure and job_failure.get("reason") == "DeadlineExceeded":
+        stopped = ("failed", "timeout")
+    elif job_failure:
+        stopped = ("cancelled", "cancelled")  # not run, since the Job as a whole failed first
+    running = 0 if base["terminal"] else int(status.get("active") or 0)
+    tasks = {}
+    for position, index in enumerate(asked):
+        if position in completed or base["phase"] == "completed":
+            tasks[index] = {"phase": "completed", "exit_code": 0}
+        elif position in failed:
+            exit_code, signal, failure_class = _task_failure(by_index[position]) if position in by_index else (
+                None, None, "non_zero_exit")
+            tasks[index] = {"phase": "failed", "exit_code": exit_code, "signal": signal, "failure_class": failure_class}
+        elif stopped:
+            tasks[index] = {"phase": stopped[0], "exit_code": None, "failure_class": stopped[1]}
+        elif running:
+            tasks[index] = {"phase": "running"}
+            running -= 1
+    if job_failure and job_failure.get("reason") == "FailedIndexes":
+        base["reason"] = None  # array_job says how many failed
+    parallelism = spec.get("parallelism")
+    job = array_job(base, tasks, asked, parallelism if parallelism != len(asked) else None)
+    job["start_time"] = job["start_time"] or (status.get("startTime") if job["phase"] != "queued" else None)
+    if job["terminal"]:
+        job["end_time"] = job["end_time"] or base["end_time"] or status.get("completionTime") or (
+            job_failure or {}).get("lastTransitionTime")
+        if job["phase"] == "cancelled":
+            job["failure_class"] = "cancelled"
+    if job["phase"] == "running" and base["native_state"] == "Pending":
+        job["native_state"] = "Running"
+    return job

@@ -50,7 +50,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import (
 )
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.compile import compile_job, job_slots, multipart_body
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.fit import check_fits, normalize_host, normalize_queue, queue_records
-from ansible_collections.bridge.hpc.plugins.module_utils.lsf.states import normalize_job
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.states import element_of, fold_arrays, normalize_job
 
 
 MANAGER = "LSF"
@@ -210,15 +210,20 @@ class LsfClient(Backend):
             return self.found_after_lost_submit(spec, lost)
 
     def get(self, job_id):
+        """One job; an array (its id without an index) as one record of all its elements, an element
+        ("1234[3]") as itself."""
         jobs = self.call("GET", "/ws/jobs/%s" % job_id, "get", "job", job_id, parse=_jobs)
+        if element_of(job_id) is None:
+            jobs = fold_arrays(jobs)
         if not jobs:
             raise self.error(NotFound, "no such job", "get", "job", job_id)
         return jobs[0]
 
     def list(self, identities=None, name=None, phases=None):
         """The caller's jobs, finished ones within LSF's CLEAN_PERIOD included, in detail (the
-        description carries the identity); PAC answers 404 when there are none."""
-        jobs = self.call("GET", "/ws/jobs/fullinfo", "list", "jobs", parse=_jobs, missing=[])
+        description carries the identity); PAC answers 404 when there are none. An array's elements are
+        folded into one record of the array: one request, whatever the number of elements."""
+        jobs = fold_arrays(self.call("GET", "/ws/jobs/fullinfo", "list", "jobs", parse=_jobs, missing=[]))
         return select(jobs, identities, name, phases)
 
     def find_many(self, identities, names=None):

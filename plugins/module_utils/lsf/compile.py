@@ -16,6 +16,7 @@ import re
 import shlex
 from xml.sax.saxutils import escape
 
+from ansible_collections.bridge.hpc.plugins.module_utils._arrays import index_text
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import effective_environment
 
@@ -28,6 +29,58 @@ APP_NAME = "generic"
 # quotes keep PAC's own shell from expanding it at submission time.
 SCRIPT_FILE = "bridge_job.sh"
 COMMAND = "/bin/sh -c 'chmod u+x \"$LS_SUBCWD/%s\" && exec \"$LS_SUBCWD/%s\"'" % (SCRIPT_FILE, SCRIPT_FILE)
+
+
+# An array's description also carries its index set in Bridge's numbering and its parallelism
+# ("bridge:<identity> array=0-9%2"): PAC reports each element under LSF's index, which starts at 1,
+# so the record of what was asked is what maps them back.
+ARRAY_TAG = " array="
+# IBM: admin guide "Job arrays": the whole -J "name[index_list]%limit" is at most 255 characters.
+MAX_ARRAY_SPEC = 255
+
+
+def array_shift(array):
+    """How far LSF's indexes are from the asked ones: LSF's start at 1, so an array that asks for
+    index 0 runs every index one higher."""
+    return 1 if array["indexes"][0] == 0 else 0
+
+
+def job_command(spec):
+    """COMMANDTORUN: the uploaded script, run as it is. An array's element first exports
+    BRIDGE_ARRAY_INDEX, LSB_JOBINDEX less the shift (array_shift)."""
+    array = spec.get("array")
+    if not array:
+        return COMMAND
+    index = "$((LSB_JOBINDEX-1))" if array_shift(array) else "$LSB_JOBINDEX"
+    return "/bin/sh -c 'BRIDGE_ARRAY_INDEX=%s; export BRIDGE_ARRAY_INDEX; chmod u+x \"$LS_SUBCWD/%s\" && exec \"$LS_SUBCWD/%s\"'" % (
+        index, SCRIPT_FILE, SCRIPT_FILE)
+
+
+def array_name(spec):
+    """-J of a job: its name, or for an array "name[LSF index list]%parallelism"."""
+    array = spec.get("array")
+    if not array:
+        return spec["name"]
+    if "[" in spec["name"] or "]" in spec["name"]:
+        raise SpecError("name", "an LSF job array's name cannot hold [ or ], which enclose its index list")
+    shift = array_shift(array)
+    text = array["text"] if not shift else index_text(index + shift for index in array["indexes"])
+    value = "%s[%s]" % (spec["name"], text)
+    if array["parallelism"]:
+        value += "%%%d" % array["parallelism"]
+    if len(value) > MAX_ARRAY_SPEC:
+        raise SpecError("array.indexes", "LSF takes at most %d characters in -J \"name[indexes]%%limit\" and this array's "
+                        "is %d long; use ranges (0-99, 0-98:2) or a shorter name" % (MAX_ARRAY_SPEC, len(value)))
+    return value
+
+
+def description(spec):
+    """-Jd: the identity, and an array's index set and parallelism (ARRAY_TAG)."""
+    text = TAG_PREFIX + spec["identity"]
+    array = spec.get("array")
+    if array:
+        text += ARRAY_TAG + array["text"] + ("%%%d" % array["parallelism"] if array["parallelism"] else "")
+    return text
 
 
 OPTION_PATTERN = re.compile(r"^-?[A-Za-z][A-Za-z0-9_]*$")
@@ -77,7 +130,7 @@ def _environment(spec):
 def bsub_options(spec):
     """[(option, value or None, spec field)] of the bsub options a spec compiles to."""
     resources = spec["resources"]
-    options = [("-J", spec["name"], "name"), ("-Jd", TAG_PREFIX + spec["identity"], "identity")]
+    options = [("-J", array_name(spec), "name"), ("-Jd", description(spec), "identity")]
     slots, span = job_slots(resources)
     requirements = []
     if resources["memory_mb"]:
@@ -160,7 +213,8 @@ def compile_job(spec):
     options = bsub_options(spec)
     by_option = dict((option, value) for option, value, _field in options)
     template = [("-J", "JOB_NAME"), ("-o", "OUTPUT_FILE"), ("-e", "ERROR_FILE")]
-    params = [{"id": "COMMANDTORUN", "value": COMMAND, "type": ""}]
+    command = job_command(spec)
+    params = [{"id": "COMMANDTORUN", "value": command, "type": ""}]
     params += [{"id": name, "value": by_option[option], "type": ""} for option, name in template if option in by_option]
     in_template = set(option for option, _name in template)
     params.append({"id": "EXTRA_PARAMS", "value": bsub_words([o for o in options if o[0] not in in_template]),
@@ -172,7 +226,7 @@ def compile_job(spec):
         "app_name": APP_NAME,
         "params": params,
         "files": {SCRIPT_FILE: spec["script"]},
-        "bsub": "bsub %s %s" % (bsub_words(options), COMMAND),
+        "bsub": "bsub %s %s" % (bsub_words(options), command),
     }
 
 

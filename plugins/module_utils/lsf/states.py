@@ -13,9 +13,11 @@ import calendar
 import re
 import time
 
+from ansible_collections.bridge.hpc.plugins.module_utils._arrays import array_job, parse_indexes
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import TERMINAL_PHASES, ShapeError, rfc3339
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import integer_of, text_of
-from ansible_collections.bridge.hpc.plugins.module_utils.lsf.compile import TAG_PREFIX
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.compile import ARRAY_TAG, TAG_PREFIX, array_shift
 
 
 # bjobs short state names (LSF "About job states"); long forms are mapped by prefix below.
@@ -49,6 +51,15 @@ FAILURE_BY_TERM = {
 HOPELESS_REASONS = re.compile(
     r"queue is closed|queue .*not accept|no (suitable|eligible) hosts?|not a (valid|known) host|"
     r"never (be )?satisfied|invalid (queue|host|resource)", re.IGNORECASE)
+
+
+# An element of an array as PAC names it, "1234[3]" (bjobs' JOBID[index]), and its name, "name[3]".
+ELEMENT_ID = re.compile(r"^(\d+)\[(\d+)\]$")
+ELEMENT_NAME = re.compile(r"\[\d+\]$")
+# compile.description's array tag: " array=<indexes>[%<parallelism>]".
+ARRAY_DESCRIPTION = re.compile(re.escape(ARRAY_TAG) + r"([0-9][0-9,:-]*)(?:%(\d+))?$")
+# The state an array's record shows, by its phase: bjobs has no state of its own for a whole array.
+ARRAY_STATE = {"queued": "PEND", "running": "RUN", "completed": "DONE", "failed": "EXIT", "cancelled": "EXIT"}
 
 
 TIME_FORMATS = ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y/%m/%d %H:%M:%S",
@@ -103,8 +114,27 @@ def exit_code_of(value):
 def identity_of(description):
     text = text_of(description)
     if text and text.startswith(TAG_PREFIX):
-        return text[len(TAG_PREFIX):]
+        return text[len(TAG_PREFIX):].split(ARRAY_TAG, 1)[0]
     return None
+
+
+def array_of(description):
+    """(asked indexes, parallelism) an array's description carries (compile.description), or None."""
+    text = text_of(description) or ""
+    match = ARRAY_DESCRIPTION.search(text) if text.startswith(TAG_PREFIX) else None
+    if not match:
+        return None
+    try:
+        indexes = parse_indexes(match.group(1))
+    except SpecError:
+        return None
+    return indexes, int(match.group(2)) if match.group(2) else None
+
+
+def element_of(job_id):
+    """(array job id, LSF index) of an element's id "1234[3]"; None for a job that is no element."""
+    match = ELEMENT_ID.match(job_id or "")
+    return (match.group(1), int(match.group(2))) if match else None
 
 
 def normalize_job(native):
@@ -159,3 +189,44 @@ def normalize_job(native):
         "stdout": text_of(native.get("outfile")),
         "native": native,
     }
+
+
+def fold_arrays(jobs):
+    """Normalized records with each array's elements ("1234[3]") folded into one record of the
+    array ("1234"), where its first element was; other jobs as they are."""
+    order, elements = [], {}
+    for job in jobs:
+        element = element_of(job["job_id"])
+        if element is None:
+            order.append((None, job))
+            continue
+        if element[0] not in elements:
+            elements[element[0]] = []
+            order.append((element[0], None))
+        elements[element[0]].append((element[1], job))
+    return [job if array_id is None else array_record(array_id, elements[array_id]) for array_id, job in order]
+
+
+def array_record(array_id, elements):
+    """One normalized job of an array from its elements' records [(LSF index, job)], through
+    _arrays.array_job: indexes in the asked numbering (the description's array tag says which were
+    asked; without one, as LSF numbers them), the first element's record as `native`."""
+    elements = sorted(elements, key=lambda pair: pair[0])
+    first = elements[0][1]
+    asked = array_of((first.get("native") or {}).get("description"))
+    if asked:
+        indexes, parallelism = asked
+        shift = array_shift({"indexes": indexes})
+    else:
+        indexes, parallelism, shift = tuple(index for index, _job in elements), None, 0
+    tasks = dict((index - shift, job) for index, job in elements)
+    base = dict(first, job_id=array_id, name=ELEMENT_NAME.sub("", first.get("name") or "") or None,
+                reason=None, exit_code=None, signal=None, failure_class=None)
+    job = array_job(base, tasks, indexes, parallelism)
+    job["native_state"] = ARRAY_STATE[job["phase"]]
+    job["suspended"] = any(element.get("suspended") for _index, element in elements)
+    job["hosts"] = " ".join(sorted(set(h for _i, e in elements for h in (e.get("hosts") or "").split()))) or None
+    if job["phase"] == "queued":
+        # What holds the array back holds its first element back too (a closed queue, a dependency).
+        job["reason"], job["failure_class"] = first.get("reason"), first.get("failure_class")
+    return job

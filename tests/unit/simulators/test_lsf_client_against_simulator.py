@@ -84,3 +84,28 @@ def test_a_wrong_password_is_refused_without_echoing_it(lsf_pac):
 @pytest.mark.parametrize("text, megabytes", [("100", 100), ("100MB", 100), ("4G", 4096), ("512KB", 0), ("2gb!", 2048)])
 def test_memory_limits_take_lsf_units(text, megabytes):
     assert parse_memory_limit(text) == megabytes
+
+
+def test_an_array_with_index_0_runs_shifted_and_folds_into_one_record_polled_with_one_request(client, tmp_path):
+    script = "#!/bin/sh\necho \"$BRIDGE_ARRAY_INDEX $LSB_JOBINDEX\" > \"%s/seen.$BRIDGE_ARRAY_INDEX\"\n" \
+             "case $BRIDGE_ARRAY_INDEX in 2|4) exit 3;; esac\n" % tmp_path
+    spec = normalize_spec({"script": script, "identity": "agree-array", "array": {"indexes": "0-5", "parallelism": 2}},
+                          client)
+    result = _jobs.ensure_present(client, spec)
+    assert result["changed"]
+    before = client.requests_sent
+    polls = 0
+    while True:
+        job = client.find("agree-array")
+        polls += 1
+        if job["terminal"]:
+            break
+        time.sleep(0.1)
+    assert client.requests_sent - before == polls, "one request per poll, whatever the number of elements"
+    assert (job["job_id"], job["phase"], job["exit_code"], job["failure_class"]) == (result["job"]["job_id"], "failed", 3,
+                                                                                    "non_zero_exit")
+    assert job["array"]["failed_indexes"] == "2,4" and job["array"]["counts"]["completed"] == 4
+    assert job["array"]["parallelism"] == 2 and job["array"]["indexes"] == "0-5"
+    assert sorted((tmp_path / ("seen.%d" % i)).read_text() for i in range(6)) == ["%d %d\n" % (i, i + 1) for i in range(6)]
+    assert client.get(job["job_id"])["array"]["failed_indexes"] == "2,4"
+    assert _jobs.ensure_present(client, spec)["changed"] is False

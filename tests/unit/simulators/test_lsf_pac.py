@@ -457,3 +457,101 @@ def test_lsf_faas_lsflib_sequence(sim, tmp_path):
     # Logout: GET .../pacclient/logout/ -> "ok"; the token no longer works.
     assert httpx.get(ac + "webservice/pacclient/logout/", headers={"Cookie": cookie}).text == "ok"
     assert httpx.get(ac + "webservice/pacclient/jobs", headers={"Cookie": cookie}).status_code == 403
+
+
+# -- job arrays (LSF admin guide "Job arrays", bsub -J) ---------------------------------------
+def test_an_array_runs_one_element_per_index_with_lsb_jobindex_and_percent_i(sim, tmp_path):
+    cookie = logon(sim)
+    array_id = submitted(sim, cookie, 'echo "$LSB_JOBINDEX $LSB_JOBNAME" > "idx.$LSB_JOBINDEX"; exit $((LSB_JOBINDEX == 3))',
+                         '-J "sweep[1-5:2,8]%%2" -o "out.%%J.%%I" -cwd "%s"' % tmp_path)
+    elements = wait_all(sim, cookie, array_id, 4)
+    assert [e["jobId"] for e in elements] == ["%d[%d]" % (array_id, i) for i in (1, 3, 5, 8)]
+    assert [e["jobName"] for e in elements] == ["sweep[%d]" % i for i in (1, 3, 5, 8)]
+    assert [e["jobStatus"] for e in elements] == ["DONE", "EXIT", "DONE", "DONE"]
+    assert (tmp_path / "idx.8").read_text() == "8 sweep[8]\n"
+    assert (tmp_path / ("out.%d.3" % array_id)).exists()
+    one = httpx.get(sim.url + "ws/jobs/%d%%5B3%%5D" % array_id, headers={**cookie, **JSON}).json()
+    assert one["job"]["jobId"] == "%d[3]" % array_id and one["job"]["exitStatus"] == "1"
+
+
+def test_a_plain_job_sees_lsb_jobindex_0(sim, tmp_path):
+    cookie = logon(sim)
+    job_id = submitted(sim, cookie, 'echo "[$LSB_JOBINDEX]" > idx', '-cwd "%s"' % tmp_path)
+    wait_for(sim, cookie, job_id, {"DONE"})
+    assert (tmp_path / "idx").read_text() == "[0]\n"
+
+
+def test_the_running_element_limit_holds_elements_back_with_its_reason(sim):
+    cookie = logon(sim)
+    array_id = submitted(sim, cookie, "sleep 30", '-J "held[1-3]%1"')
+    elements = wait_running(sim, cookie, array_id, 1)
+    waiting = [e for e in elements if e["jobStatus"] == "PEND"]
+    assert len(waiting) == 2 and {e["pendReason"] for e in waiting} == {"The job array has reached its running element limit"}
+    message = httpx.post(sim.url + "ws/jobs/kill", content=b"ids=%d" % array_id,
+                         headers={**cookie, **JSON, "Content-Type": "application/x-www-form-urlencoded"}).json()
+    assert "Operation is in progress" in message["actionMsg"]
+    ended = wait_all(sim, cookie, array_id, 3)
+    assert {e["exitInfo"] for e in ended} == {"TERM_OWNER"}
+
+
+def test_one_element_is_killed_by_its_id(sim):
+    cookie = logon(sim)
+    array_id = submitted(sim, cookie, "sleep 30", '-J "one[1-2]"')
+    wait_running(sim, cookie, array_id, 2)
+    killed = httpx.post(sim.url + "ws/userCmd", content=b"<UserCmd><cmd>bkill %d[2]</cmd></UserCmd>" % array_id,
+                        headers={**cookie, **JSON, "Content-Type": "application/xml"}).json()
+    assert killed["cmdMsg"] == "Job <%d[2]> is being terminated" % array_id
+    second = wait_for(sim, cookie, "%d%%5B2%%5D" % array_id, {"EXIT"})
+    assert second["exitInfo"] == "TERM_OWNER"
+    first = job(sim, cookie, "%d%%5B1%%5D" % array_id)
+    assert first["jobStatus"] == "RUN"
+    httpx.post(sim.url + "ws/jobs/kill", content=b"ids=%d" % array_id,
+               headers={**cookie, "Content-Type": "application/x-www-form-urlencoded"})
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("bad[0-3]", "Bad job array index list"),
+    ("bad[3-1]", "Bad job array index list"),
+    ("bad[1-x]", "Bad job array index list"),
+    ("bad[1-1001]", "MAX_JOB_ARRAY_SIZE (1000)"),
+    ("bad[1-3]%0", "running element limit"),
+    ("bad[1-3", "Bad job name"),
+    ("b" * 251 + "[1-3]", "255"),
+])
+def test_array_specifications_lsf_refuses(sim, spec, message):
+    response = submit(sim, logon(sim), "true", "-J '%s'" % spec)
+    assert response.status_code == 400 and message in response.json()["message"]
+
+
+def test_max_job_array_size_is_the_largest_index(tmp_path_factory):
+    small = start(tmp_path_factory, max_job_array_size=10)
+    try:
+        cookie = logon(small)
+        assert submit(small, cookie, "true", '-J "a[9-11]"').status_code == 400
+        assert submit(small, cookie, "true", '-J "a[10]"').status_code == 200
+    finally:
+        small.stop()
+
+
+def wait_all(sim, cookie, array_id, count, timeout=20.0):
+    """The array's elements once all have ended."""
+    deadline = time.time() + timeout
+    while True:
+        elements = all_elements(sim, cookie, array_id)
+        if (len(elements) == count and all(e["jobStatus"] in ("DONE", "EXIT") for e in elements)) or time.time() > deadline:
+            return elements
+        time.sleep(0.05)
+
+
+def wait_running(sim, cookie, array_id, running, timeout=10.0):
+    deadline = time.time() + timeout
+    while True:
+        elements = all_elements(sim, cookie, array_id)
+        if sum(e["jobStatus"] == "RUN" for e in elements) >= running or time.time() > deadline:
+            return elements
+        time.sleep(0.05)
+
+
+def all_elements(sim, cookie, array_id):
+    found = job(sim, cookie, array_id)
+    return found if isinstance(found, list) else [found]
