@@ -32,13 +32,14 @@ description:
     be as wide as every circuit, and the instance must not have reached its usage limit.
   - Each job spec option below says what it becomes for IBM Quantum, or that IBM Quantum refuses
     it and why (a primitive run has no environment, files or classical resources). A job that
-    exceeds its maximum execution time (O(resources.time_limit)) ends C(failed) with
-    RV(failure_class=timeout).
+    exceeds its maximum execution time (O(resources.time_limit), in minutes, sent as seconds in
+    C(cost)) ends C(failed) with RV(failure_class=timeout).
 author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.quantum
-  - bridge.hpc.job_spec
+  - bridge.hpc.job_spec.lifecycle
+  - bridge.hpc.job_spec.quantum
 attributes:
   check_mode:
     support: full

@@ -49,6 +49,9 @@ FAILURE_BY_TERM = {
 HOPELESS_REASONS = re.compile(
     r"queue is closed|queue .*not accept|no (suitable|eligible) hosts?|not a (valid|known) host|"
     r"never (be )?satisfied|invalid (queue|host|resource)", re.IGNORECASE)
+# What cancel_rejected acts on (doc text of the option in the LSF modules' docs).
+NEVER_STARTS = ("the pending reason says the queue is closed or does not accept the job, no host is suitable or "
+                "eligible, a host, queue or resource is invalid, or a dependency can never be satisfied")
 
 
 TIME_FORMATS = ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y/%m/%d %H:%M:%S",
