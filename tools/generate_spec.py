@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Write what the job spec's field table (plugins/module_utils/_fields.py) says into the files that
 show it to users: the options of the `job_spec` doc fragment (every backend's line, for bridge.hpc.job)
-and of its per-backend parts `job_spec.slurm`, `job_spec.lsf`, ... (one backend's line, for that
+and of its per-backend parts `job_spec.for_slurm`, `job_spec.for_lsf`, ... (one backend's line, for that
 backend's own modules), the BridgeJob CRD's spec properties and immutability rules (deploy/crd.yaml),
 the field tables of docs/spec.md, and the arguments the workflow role passes bridge.hpc.job. Each
 lives between a BEGIN and an END line of its file; the rest of the file is written by hand.
@@ -77,7 +77,7 @@ def backend_lines(fields, field, backends, names=BACKEND_ORDER):
 def fragment_options(fields, backends, names=BACKEND_ORDER):
     """The doc fragment's option entries of the job spec, saying what each backend of `names` makes
     of each field: all of them for bridge.hpc.job (the `job_spec` fragment), one for a backend's
-    own modules (`job_spec.<backend>`), whose docs then speak of that backend only."""
+    own modules (`job_spec.for_<backend>`), whose docs then speak of that backend only."""
     def entry(field):
         option = dict((key, value) for key, value in field.option.items() if key != "default")
         described = {"description": list(field.doc) + backend_lines(fields, field, backends, names)}

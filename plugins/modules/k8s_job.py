@@ -36,7 +36,7 @@ author:
 extends_documentation_fragment:
   - bridge.hpc.kubernetes
   - bridge.hpc.job_spec.lifecycle
-  - bridge.hpc.job_spec.kubernetes
+  - bridge.hpc.job_spec.for_kubernetes
 attributes:
   check_mode:
     support: full

@@ -35,7 +35,7 @@ author:
 extends_documentation_fragment:
   - bridge.hpc.lsf
   - bridge.hpc.job_spec.lifecycle
-  - bridge.hpc.job_spec.lsf
+  - bridge.hpc.job_spec.for_lsf
 attributes:
   check_mode:
     support: full

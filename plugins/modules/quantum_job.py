@@ -43,7 +43,7 @@ author:
 extends_documentation_fragment:
   - bridge.hpc.quantum
   - bridge.hpc.job_spec.lifecycle
-  - bridge.hpc.job_spec.quantum
+  - bridge.hpc.job_spec.for_quantum
 attributes:
   check_mode:
     support: full

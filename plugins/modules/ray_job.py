@@ -31,7 +31,7 @@ author:
 extends_documentation_fragment:
   - bridge.hpc.ray
   - bridge.hpc.job_spec.lifecycle
-  - bridge.hpc.job_spec.ray
+  - bridge.hpc.job_spec.for_ray
 attributes:
   check_mode:
     support: full

@@ -25,7 +25,7 @@ author:
 extends_documentation_fragment:
   - bridge.hpc.slurm
   - bridge.hpc.job_spec.lifecycle
-  - bridge.hpc.job_spec.slurm
+  - bridge.hpc.job_spec.for_slurm
 attributes:
   check_mode:
     support: full
