@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Check the changelog and build the collection's documentation site (`make docs`).
 #
-#   tools/docs.sh            changelog lint, plugin docs lint, then the HTML site:
-#                            <repo>/.run/docs/html/index.html
+#   tools/docs.sh            changelog lint, plugin docs lint, then the HTML site with the guides
+#                            (docs/*.md, tools/docs_guides.py): <repo>/.run/docs/html/index.html
 #   tools/docs.sh lint DIR [OPTION...]
 #                            only the plugin docs lint, of the collection in DIR, with more
 #                            lint-collection-docs options (tests/unit/test_docs_lint.py runs it
@@ -59,5 +59,7 @@ rm -rf "$OUT/rst" "$OUT/doctrees" "$OUT/html"
 mkdir -p "$OUT/rst"
 chmod og-w "$OUT/rst" # antsibull-docs refuses a destination others can write to
 antsibull-docs collection --use-current --squash-hierarchy --fail-on-error --dest-dir "$OUT/rst" bridge.hpc
+# The guides (docs/*.md) as pages of the site, with a table of contents on its index.
+python "$REPO/tools/docs_guides.py" "$OUT/rst"
 sphinx-build -q -W --keep-going -b html -c "$REPO/docs/site" -d "$OUT/doctrees" "$OUT/rst" "$OUT/html"
 echo "docs: $OUT/html/index.html"

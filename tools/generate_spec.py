@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Write what the job spec's field table (plugins/module_utils/_fields.py) says into the files that
-show it to users: the options of the `job_spec` doc fragment, the BridgeJob CRD's spec properties
-and immutability rules (deploy/crd.yaml), the field tables of docs/spec.md, and the arguments the
-workflow role passes bridge.hpc.job. Each lives between
-a BEGIN and an END line of its file; the rest of the file is written by hand.
+show it to users: the options of the `job_spec` doc fragment (every backend's line, for bridge.hpc.job)
+and of its per-backend parts `job_spec.for_slurm`, `job_spec.for_lsf`, ... (one backend's line, for that
+backend's own modules), the BridgeJob CRD's spec properties and immutability rules (deploy/crd.yaml),
+the field tables of docs/spec.md, and the arguments the workflow role passes bridge.hpc.job. Each
+lives between a BEGIN and an END line of its file; the rest of the file is written by hand.
 
     tools/generate_spec.py          rewrite the generated parts (make spec)
     tools/generate_spec.py --check  exit 1 naming each file whose generated part is not the table's
@@ -27,6 +28,11 @@ BACKEND_ORDER = ("slurm", "lsf", "kubernetes", "ray", "quantum")
 DOC_TYPES = {"str": "text", "dict": "dict", "int": "int ≥ 1", "bool": "bool", "list": "list"}
 RAW_TYPES = {"resources.memory": "size", "resources.memory_per_cpu": "size", "resources.time_limit": "time",
              "array.indexes": "indexes", "retry.limit": "int ≥ 0", "retry.backoff_seconds": "int ≥ 0"}
+# The cancel_rejected option (the lifecycle options are in the fragment by hand; this one says per
+# backend what it acts on, each backend's NEVER_STARTS).
+CANCEL_REJECTED = ["When waiting, and the manager accepted the job but reports that it can never start, cancel it "
+                   "so that nothing is left pending, and fail with failure class V(rejected)."]
+NEVER_STARTS_NONE = "reports no job that can never start; the option changes nothing"
 
 
 def collection():
@@ -54,9 +60,10 @@ def dump(data, indent, width=110):
     return "".join(" " * indent + line if line.strip() else line for line in text.splitlines(True))
 
 
-def backend_lines(fields, field, backends):
+def backend_lines(fields, field, backends, names=BACKEND_ORDER):
+    """What each backend of `names` makes of a field, one line each."""
     lines = []
-    for name in BACKEND_ORDER:
+    for name in names:
         rule = field.backends[name]
         title = backends[name].TITLE
         if rule.refused:
@@ -67,23 +74,33 @@ def backend_lines(fields, field, backends):
     return lines
 
 
-def fragment_options(fields, backends):
-    """The doc fragment's option entries of the job spec."""
+def fragment_options(fields, backends, names=BACKEND_ORDER):
+    """The doc fragment's option entries of the job spec, saying what each backend of `names` makes
+    of each field: all of them for bridge.hpc.job (the `job_spec` fragment), one for a backend's
+    own modules (`job_spec.for_<backend>`), whose docs then speak of that backend only."""
     def entry(field):
         option = dict((key, value) for key, value in field.option.items() if key != "default")
-        described = {"description": list(field.doc) + backend_lines(fields, field, backends)}
+        described = {"description": list(field.doc) + backend_lines(fields, field, backends, names)}
         described.update(option)
         if "default" in field.option:
             described["default"] = field.option["default"]
         return described
 
-    options = dict((field.name, entry(field)) for field in fields.TOP_FIELDS)
+    options = {"cancel_rejected": {
+        "description": list(CANCEL_REJECTED) + ["%s: %s." % (backends[name].TITLE, backends[name].NEVER_STARTS
+                                                              or NEVER_STARTS_NONE) for name in names],
+        "type": "bool", "default": True}}
+    options.update((field.name, entry(field)) for field in fields.TOP_FIELDS)
     for group in fields.GROUPS:
-        options[group.name] = {"description": list(group.doc), "type": "dict"}
+        members = fields.GROUP_FIELDS[group.name]
+        description = list(group.doc)
+        if len(names) == 1 and all(field.backends[names[0]].refused for field in members):
+            # A group its backend refuses as a whole says so where it starts, with the first field's reason.
+            description.append("%s: refused, %s." % (backends[names[0]].TITLE, members[0].backends[names[0]].why))
+        options[group.name] = {"description": description, "type": "dict"}
         if group.default is not None:
             options[group.name]["default"] = group.default
-        options[group.name]["suboptions"] = dict((fields.leaf(field), entry(field))
-                                                 for field in fields.GROUP_FIELDS[group.name])
+        options[group.name]["suboptions"] = dict((fields.leaf(field), entry(field)) for field in members)
     return dump(options, 2)
 
 
@@ -174,7 +191,8 @@ def workflow_arguments(fields):
 def targets(fields, backends):
     """{path: [generated text of each BEGIN..END part, in the order they appear]}."""
     return {
-        "plugins/doc_fragments/job_spec.py": [fragment_options(fields, backends)],
+        "plugins/doc_fragments/job_spec.py": [fragment_options(fields, backends)] + [
+            fragment_options(fields, backends, (name,)) for name in BACKEND_ORDER],
         "deploy/crd.yaml": [crd_rules(fields, backends), crd_properties(fields, backends)],
         "docs/spec.md": [markdown(fields, backends)],
         "roles/workflow/tasks/job.yml": [workflow_arguments(fields)],

@@ -32,7 +32,8 @@ EVENT_WRITERS = 2
 CATALOG_CONNECTIONS = 3 + 4
 
 
-def parse_args(argv):
+def make_parser():
+    """The flags (docs/controller.md's table lists each; tests/unit/controller/test_docs_flags.py checks it)."""
     parser = argparse.ArgumentParser(prog="bridge-controller", description=__doc__)
     parser.add_argument("--kubeconfig", help="kubeconfig file; in-cluster configuration when unset")
     parser.add_argument("--namespace", help="watch one namespace only (default: all)")
@@ -57,8 +58,9 @@ def parse_args(argv):
     parser.add_argument("--collections-path", default=os.environ.get("ANSIBLE_COLLECTIONS_PATH"),
                         help="ANSIBLE_COLLECTIONS_PATH of the playbooks; the controller itself imports bridge.hpc from "
                              "ANSIBLE_COLLECTIONS_PATH's (default: $ANSIBLE_COLLECTIONS_PATH)")
-    parser.add_argument("--python", default=sys.executable, help="interpreter for the modules")
-    parser.add_argument("--rotate-artifacts", type=int, default=50)
+    parser.add_argument("--python", default=sys.executable,
+                        help="interpreter of the modules, ANSIBLE_PYTHON_INTERPRETER (default: the controller's own)")
+    parser.add_argument("--rotate-artifacts", type=int, default=50, help="ansible-runner artifact dirs kept (default 50)")
     parser.add_argument("--standby", default="submit",
                         help="comma-separated actions (submit, poll, cancel) whose playbook is started ahead of its "
                              "work, so that it only waits for the backend; empty for none (default: submit)")
@@ -67,8 +69,10 @@ def parse_args(argv):
     parser.add_argument("--port", "--http-port", dest="port", type=int, default=8080, help="/healthz, /readyz and /metrics")
     parser.add_argument("--bind-address", default="0.0.0.0", help="address of that endpoint (probes reach the pod IP)")
     parser.add_argument("--leader-elect", action="store_true", help="act only while holding the Lease")
-    parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "bridge-system"))
-    parser.add_argument("--lease-name", default="bridge-controller")
+    parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "bridge-system"),
+                        help="namespace of the Lease (default: $POD_NAMESPACE, the pod's own as the Deployment sets it, "
+                             "else bridge-system)")
+    parser.add_argument("--lease-name", default="bridge-controller", help="name of the Lease (default bridge-controller)")
     parser.add_argument("--lease-duration", type=int, default=30,
                         help="seconds a standby waits, after the Lease last changed, before taking it (default 30)")
     parser.add_argument("--renew-deadline", type=float, default=20.0,
@@ -86,6 +90,11 @@ def parse_args(argv):
         parser.add_argument("--insecure-kubeconfig-%s" % feature, dest="kubeconfig_features", action="append_const",
                             const=feature, default=[],
                             help="allow %s in kubeconfigs from BridgeJobs' Secrets (default: refused)" % what)
+    return parser
+
+
+def parse_args(argv):
+    parser = make_parser()
     args = parser.parse_args(argv)
     if not args.lease_duration > args.renew_deadline > args.retry_period > 0:
         parser.error("need --lease-duration > --renew-deadline > --retry-period > 0")

@@ -100,7 +100,12 @@ def desired_status(current, generation, job=None, reachable=None, message=None, 
         status["backend"] = backend
     applied = job is not None and not overtaken(status.get("phase"), job)
     if applied:
+        previous_phase = status.get("phase")
         status.update(job_status(job))
+        # A message says why the CR is in its phase ("submitted", a refusal): a job seen in another
+        # phase makes it stale (a Completed BridgeJob saying "submitted"), unless this write brings one.
+        if message is None and status["phase"] != previous_phase:
+            status.pop("message", None)
     status.setdefault("phase", "Pending")
     status["observedGeneration"] = generation
     if message is not None:

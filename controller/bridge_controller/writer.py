@@ -74,9 +74,11 @@ class Writer:
             self.count("status_noops")
             return None
         self.count("status_patches")
-        updated = self.kube.patch_status(obj, patch["status"])
         old_phase = (obj.get("status") or {}).get("phase")
+        updated = self.kube.patch_status(obj, patch["status"])
         if desired.get("phase") != old_phase:
+            # One line per phase change at the default level: what an operator follows a BridgeJob by.
+            LOG.info("%s", phase_line(obj, old_phase, desired))
             event = (obj, desired["phase"], desired.get("message") or desired.get("reason") or desired["phase"],
                      "Warning" if desired["phase"] == "Failed" else "Normal")
             if self.event_writers is None:
@@ -104,3 +106,10 @@ class Writer:
         except Exception as exc:  # pylint: disable=broad-except
             self.count("events_failed")
             LOG.warning("event for %s not written: %s", key_of(obj), exc)
+
+
+def phase_line(obj, old_phase, desired):
+    """The log line of a BridgeJob's phase change: which one, from and to, its job, and why."""
+    job = " (job %s)" % desired["jobId"] if desired.get("jobId") else ""
+    why = desired.get("message") or desired.get("reason")
+    return "BridgeJob %s: %s -> %s%s%s" % (key_of(obj), old_phase or "new", desired["phase"], job, ": %s" % why if why else "")

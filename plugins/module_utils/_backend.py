@@ -211,6 +211,9 @@ class Backend(object):
 
     NAME = None             # registry key and backend_options namespace: "slurm"
     TITLE = None            # the manager as messages name it: "Slurm"
+    # What the backend reports of a job it accepted that can never start, which cancel_rejected
+    # cancels (doc text, Ansible markup); None when it reports no such job.
+    NEVER_STARTS = None
     # What `url` points at, for messages ("the slurmrestd URL"); None for a backend reached
     # without one, for which the CRD then does not require url.
     URL_NAME = "URL"

@@ -92,20 +92,23 @@ CONDUCT_FIELDS = ("retry.limit", "retry.classes", "retry.backoff_seconds", "outp
 
 FIELDS = (
     Field("script", "script", dict(type="str"), [
-        "The job script, sent byte-exact. For every backend but C(quantum) it is a program whose first line "
-        "names its interpreter (C(#!/bin/bash)); for C(quantum) it is an OpenQASM 3 circuit.",
-        "C($(LAUNCHER)), where the parallel command starts, is replaced by the backend's launcher for the "
-        "requested tasks and nodes; C(rendered) shows the result (docs/spec.md).",
+        "The job script, sent byte-exact; C(rendered) shows the request it becomes (docs/spec.md).",
     ], {"type": "string", "maxLength": 262144,
         "description": "The job script, sent byte-exact: a program starting with an interpreter line (#!/bin/bash), "
                        "an OpenQASM 3 circuit for backend.type quantum. Scripts over 256 KiB go in a ConfigMap "
                        "(scriptFrom)."}, {
-        "slurm": Compiles("the batch script of the submit request; C($(LAUNCHER)) becomes C(srun)"),
-        "lsf": Compiles("a file uploaded with the job and run from its submission directory; C($(LAUNCHER)) "
-                        "becomes C(blaunch) for several tasks"),
-        "kubernetes": Compiles("a ConfigMap mounted into the Pod, run by its C(#!) interpreter"),
-        "ray": Compiles("the working_dir package's one file, run by its C(#!) interpreter as the entrypoint"),
-        "quantum": Compiles("the circuit of the primitive's PUBs"),
+        "slurm": Compiles("a program whose first line names its interpreter (C(#!/bin/bash)), the batch script of "
+                          "the submit request; C($(LAUNCHER)), where the parallel command starts, becomes C(srun) "
+                          "with the requested tasks and nodes"),
+        "lsf": Compiles("a program whose first line names its interpreter (C(#!/bin/bash)), a file uploaded with "
+                        "the job and run from its submission directory; C($(LAUNCHER)), where the parallel command "
+                        "starts, becomes C(blaunch) for several tasks"),
+        "kubernetes": Compiles("a program whose first line names its interpreter (C(#!/bin/sh)), a ConfigMap mounted "
+                               "into the Pod and run by that interpreter; C($(LAUNCHER)) is removed (one task)"),
+        "ray": Compiles("a program whose first line names its interpreter (C(#!/usr/bin/env python3)), the "
+                        "working_dir package's one file, run by that interpreter as the entrypoint; C($(LAUNCHER)) "
+                        "is removed (one driver)"),
+        "quantum": Compiles("an OpenQASM 3 circuit, the circuit of the primitive's PUBs; C($(LAUNCHER)) is refused"),
     }, "#!/bin/bash\necho other\n"),
     Field("name", "name", dict(type="str"), [
         "Job name (no spaces, commas, quotes or backslashes). Defaults to the identity.",
@@ -142,8 +145,9 @@ FIELDS = (
         }]}, {
         "slurm": Compiles("C(environment), with C(PATH=/usr/local/bin:/usr/bin:/bin) unless set (slurmrestd sends "
                           "no environment of its own)"),
-        "lsf": Compiles("C(-env), with the same default C(PATH); values cannot hold commas, quotes or newlines"),
-        "kubernetes": Compiles("the container's C(env)"),
+        "lsf": Compiles("C(-env), with C(PATH=/usr/local/bin:/usr/bin:/bin) unless set; values cannot hold commas, "
+                        "quotes or newlines"),
+        "kubernetes": Compiles("the container's C(env); nothing is added (the image's C(PATH) applies)"),
         "ray": Compiles("C(runtime_env.env_vars)"),
         "quantum": Refuses("a primitive run has no environment; pass values as PUB parameter_values"),
     }, {"OTHER": "1"}),
@@ -151,17 +155,18 @@ FIELDS = (
         "Working directory of the job where it runs.",
     ], {"type": "string", "maxLength": 4096}, {
         "slurm": Compiles("C(current_working_directory); C(/tmp) when unset"),
-        "lsf": Compiles("C(-cwd); LSF's default when unset"),
+        "lsf": Compiles("C(-cwd); when unset the job runs in its submission directory, where Application Center keeps "
+                        "the job's uploaded files (C(LS_SUBCWD))"),
         "kubernetes": Compiles("the container's C(workingDir); C(/bridge/work), an emptyDir, when unset"),
         "ray": Refuses("a Ray job runs in its uploaded working_dir"),
         "quantum": Refuses("a primitive run has no working directory"),
     }, "/srv/other"),
     Field("stdout", "stdout", dict(type="str"), [
-        "Path of the job's standard output where the job runs, with the manager's own patterns (Slurm's C(%j), "
-        "LSF's C(%J)).",
+        "Path of the job's standard output where the job runs.",
     ], {"type": "string", "maxLength": 4096}, {
-        "slurm": Compiles("C(standard_output)"),
-        "lsf": Compiles("C(-o)"),
+        "slurm": Compiles("C(standard_output), with Slurm's patterns (C(%j) the job id, C(%x) its name); Slurm writes "
+                          "C(slurm-%j.out) in the working directory when unset"),
+        "lsf": Compiles("C(-o), with LSF's patterns (C(%J) the job id)"),
         "kubernetes": Refuses(POD_LOG),
         "ray": Refuses(RAY_LOG),
         "quantum": Refuses("results are read with bridge.hpc.quantum_job_info (results=true)"),
@@ -176,12 +181,13 @@ FIELDS = (
         "quantum": Refuses("the job log is read with bridge.hpc.quantum_job_info (logs=true)"),
     }, "/srv/other.err"),
     Field("queue", "queue", dict(type="str"), [
-        "Where the manager queues the job; the manager's default when unset.",
+        "Where the job waits to run: what it names differs per backend (below).",
     ], {"type": "string", "maxLength": 1024}, {
-        "slurm": Compiles("C(partition); a comma list lets Slurm pick the first that fits"),
-        "lsf": Compiles("C(-q)"),
+        "slurm": Compiles("C(partition), the cluster's default partition when unset; a comma list lets Slurm pick the "
+                          "first that fits"),
+        "lsf": Compiles("C(-q), LSF's default queue when unset"),
         "kubernetes": Compiles("a Kueue LocalQueue (label C(kueue.x-k8s.io/queue-name)); the Job starts suspended "
-                               "until Kueue admits it"),
+                               "until Kueue admits it; unset, the Job is not Kueue's and starts at once"),
         "ray": Refuses("Ray has no queues; place the driver with backend_options.ray.entrypoint_resources"),
         "quantum": Compiles("the device (C(backend)); required"),
     }, "other"),
@@ -205,9 +211,9 @@ FIELDS = (
         "quantum": Refuses("IBM Quantum has no quality of service"),
     }, "other"),
     Field("constraints", "constraints", dict(type="str"), [
-        "Node features the job needs, in Slurm's constraint syntax (C(a100&ib)).",
+        "Node features the job needs.",
     ], {"type": "string", "maxLength": 1024}, {
-        "slurm": Compiles("C(constraints)"),
+        "slurm": Compiles("C(constraints), in Slurm's constraint syntax (C(a100&ib))"),
         "lsf": Refuses("LSF selects hosts with resource requirement strings; use backend_options.lsf with "
                        "-R \"select[...]\" (and no other Bridge-compiled -R field)"),
         "kubernetes": Refuses("use backend_options.kubernetes.node_selector"),
@@ -294,8 +300,8 @@ FIELDS = (
         "quantum": Refuses(QUANTUM_NO_CLASSICAL),
     }, "3G"),
     Field("resources.time_limit", "time_limit_minutes", dict(type="raw"), [
-        "Wall time limit as %s, with Slurm's meaning of each; seconds round up to whole minutes." % (
-            ", ".join("C(%s)" % part for part in ("90", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS"))),
+        "Wall time limit: minutes (C(90)), C(MM:SS), C(HH:MM:SS), or days and hours as C(D-HH), C(D-HH:MM), "
+        "C(D-HH:MM:SS); seconds round up to whole minutes.",
     ], {"x-kubernetes-int-or-string": True, "minimum": 1, "maxLength": 32, "x-kubernetes-validations": [
         {"rule": "type(self) == int || self.matches('^([0-9]+(:[0-5]?[0-9]){0,2}|[0-9]+-([01]?[0-9]|2[0-3])"
                  "(:[0-5]?[0-9]){0,2})$')",
@@ -303,11 +309,13 @@ FIELDS = (
          "messageExpression": "'\\'' + string(self) + '\\' is not a time; use %s'" % TIME_TEXT},
         {"rule": "type(self) == int || !self.matches('^[-0:]+$')", "message": "must be longer than zero"},
     ]}, {
-        "slurm": Compiles("C(time_limit)"),
-        "lsf": Compiles("C(-W)"),
-        "kubernetes": Compiles("the Job's C(activeDeadlineSeconds)"),
-        "ray": Compiles("a C(timeout) around the entrypoint (TERM, then KILL after a grace period)"),
-        "quantum": Compiles("the maximum execution time (C(cost)), which the service caps at three hours"),
+        "slurm": Compiles("C(time_limit), in minutes"),
+        "lsf": Compiles("C(-W), in minutes"),
+        "kubernetes": Compiles("the Job's C(activeDeadlineSeconds): the whole minutes times 60, counted from when the Job "
+                               "starts (for a Job Kueue holds, from its admission)"),
+        "ray": Compiles("a C(timeout) of the whole minutes around the entrypoint (TERM, then KILL after a grace period)"),
+        "quantum": Compiles("the maximum execution time C(cost), in seconds: the whole minutes times 60; the service "
+                            "caps it at three hours (10800 seconds)"),
     }, 77),
     Field("array.indexes", "text", dict(type="raw"), [
         "The array's task indexes: %s. Each task sees its own index in C(BRIDGE_ARRAY_INDEX) as well as "

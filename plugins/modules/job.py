@@ -23,6 +23,7 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.connection
+  - bridge.hpc.job_spec.lifecycle
   - bridge.hpc.job_spec
 options:
   backend:

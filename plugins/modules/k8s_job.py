@@ -35,7 +35,8 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.kubernetes
-  - bridge.hpc.job_spec
+  - bridge.hpc.job_spec.lifecycle
+  - bridge.hpc.job_spec.for_kubernetes
 attributes:
   check_mode:
     support: full

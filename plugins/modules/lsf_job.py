@@ -34,7 +34,8 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.lsf
-  - bridge.hpc.job_spec
+  - bridge.hpc.job_spec.lifecycle
+  - bridge.hpc.job_spec.for_lsf
 attributes:
   check_mode:
     support: full

@@ -14,7 +14,7 @@ version_added: 0.1.0
 description:
   - Reads the devices (the Qiskit Runtime API's backends) an IBM Quantum service instance may use,
     each with its status (operational, status message, pending jobs), its configuration (qubits,
-    processor type, basis gates, maximum shots) and optionally its calibration properties, and the
+    processor type, basis gates, coupling map, maximum shots) and optionally its calibration properties, and the
     instance's usage (seconds used of its limit), normalized.
   - The device list is one request; each device's status, configuration and properties one more each.
 author:
@@ -65,6 +65,13 @@ EXAMPLES = r"""
   ansible.builtin.debug:
     msg: "{{ quantum.devices | selectattr('operational') | selectattr('qubits', 'ge', 100) | map(attribute='name') | list }}"
 
+- name: The pairs of qubits a two-qubit gate may act on, to transpile for the device
+  bridge.hpc.quantum_backend_info:
+    devices: [ibm_kingston]
+    gather: [configuration]
+    query: devices[0].coupling_map
+  register: coupling
+
 - name: One device's calibration data
   bridge.hpc.quantum_backend_info:
     devices: [ibm_kingston]
@@ -78,7 +85,9 @@ devices:
     C(qubits), C(queue_length), C(processor_type) (C(Heron r2)) with C(processor_family) and
     C(processor_revision), C(simulator); with status, C(operational),
     C(status_message), C(pending_jobs) and C(version); with configuration, C(basis_gates),
-    C(max_shots), C(max_experiments) (and C(qubits) and the processor type where the list has none);
+    C(coupling_map) (the C([control, target]) pairs of physical qubits a two-qubit gate may act on, as the
+    device's configuration lists them; null for a device without one), C(max_shots), C(max_experiments)
+    (and C(qubits) and the processor type where the list has none);
     with properties, C(properties).
   returned: when query is not set
   type: list
@@ -86,7 +95,8 @@ devices:
   sample: [{"name": "ibm_kingston", "status": "online", "qubits": 156, "queue_length": 3, "processor_type": "Heron r2",
             "processor_family": "Heron", "processor_revision": "r2",
             "operational": true, "status_message": "active", "pending_jobs": 3, "version": "1.2.3",
-            "basis_gates": ["cz", "id", "rz", "sx", "x"], "max_shots": 100000}]
+            "basis_gates": ["cz", "id", "rz", "sx", "x"], "coupling_map": [[0, 1], [1, 0], [1, 2], [2, 1]],
+            "max_shots": 100000}]
 usage:
   description: >-
     The instance's usage (C(GET /instances/usage)): whether it reached its limit, the limit, the seconds

@@ -22,8 +22,12 @@ description:
     key C(quantum) (C(primitive), C(pubs), C(shots), C(precision), C(options), C(resilience_level),
     C(session), C(mode), C(max_ttl), C(log_level), C(private)). See the C(docs/quantum.md) guide of
     the collection.
+  - When unset, the sampler's shots are the service's default (the primitive option C(default_shots), else
+    4096), and so is the estimator's precision (C(default_precision), else 0.015625, that is 1/sqrt(4096)).
   - Circuits must be ISA circuits of the device (its basis gates, physical qubits C($0), C($1),
-    ...), as C(qiskit.qasm3.dumps) writes them after transpiling; Bridge does not transpile.
+    ..., two-qubit gates only on the pairs of its coupling map, which M(bridge.hpc.quantum_backend_info)
+    returns as C(coupling_map)), as C(qiskit.qasm3.dumps) writes them after transpiling; Bridge does
+    not transpile.
   - The identity travels as the job tag C(bridge:<identity>) (with the tag C(bridge), and
     C(bridge-name:<name>) when a name is given) and is looked up before submitting, so running the
     task again returns the same job instead of submitting a second one. A submit is never retried;
@@ -32,13 +36,14 @@ description:
     be as wide as every circuit, and the instance must not have reached its usage limit.
   - Each job spec option below says what it becomes for IBM Quantum, or that IBM Quantum refuses
     it and why (a primitive run has no environment, files or classical resources). A job that
-    exceeds its maximum execution time (O(resources.time_limit)) ends C(failed) with
-    RV(failure_class=timeout).
+    exceeds its maximum execution time (O(resources.time_limit), in minutes, sent as seconds in
+    C(cost)) ends C(failed) with RV(failure_class=timeout).
 author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.quantum
-  - bridge.hpc.job_spec
+  - bridge.hpc.job_spec.lifecycle
+  - bridge.hpc.job_spec.for_quantum
 attributes:
   check_mode:
     support: full
@@ -62,7 +67,7 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Sample a Bell pair on a device and wait for it
+- name: Sample a Bell pair on a device and wait for it (counts of 00 and 11 only, up to the device's noise)
   bridge.hpc.quantum_job:
     url: https://quantum.cloud.ibm.com/api/v1
     api_key: "{{ ibm_quantum_api_key }}"
@@ -73,10 +78,17 @@ EXAMPLES = r"""
       OPENQASM 3.0;
       include "stdgates.inc";
       bit[2] meas;
+      // H on the first qubit, then CX from it to the second, written as H CZ H in the basis gates
       rz(pi/2) $0;
       sx $0;
       rz(pi/2) $0;
+      rz(pi/2) $1;
+      sx $1;
+      rz(pi/2) $1;
       cz $0, $1;
+      rz(pi/2) $1;
+      sx $1;
+      rz(pi/2) $1;
       meas[0] = measure $0;
       meas[1] = measure $1;
     backend_options:
@@ -156,7 +168,7 @@ start_time:
   type: str
   sample: null
 end_time:
-  description: As RV(job.end_time); usually null.
+  description: As RV(job.end_time), the end of a finished job where the service says it; null before.
   returned: always
   type: str
   sample: null
@@ -173,7 +185,7 @@ rendered:
   returned: when state is present
   type: dict
   sample: {"program_id": "sampler", "backend": "ibm_kingston",
-           "params": {"pubs": [["OPENQASM 3.0; ...", null, 1000]], "version": 2},
+           "params": {"pubs": [["OPENQASM 3.0; ..."]], "version": 2, "shots": 1000},
            "tags": ["bridge", "bridge:bell-5f2c0a9e1b7d3c44", "bridge-name:bell"], "cost": 300}
 api_version:
   description: The C(IBM-API-Version) date the client sent.
@@ -241,8 +253,8 @@ job:
       type: str
     end_time:
       description: >-
-        RFC 3339 end time of a finished job, where the service's answer has one; IBM's job model has
-        none, so it is usually null (the job's times are in its metrics).
+        RFC 3339 end time of a finished job, the service's C(end_time) where its answer has one (the
+        Qiskit Runtime simulator's does); null while the job is queued or running.
       type: str
     device:
       description: The device the job runs on.

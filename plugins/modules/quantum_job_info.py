@@ -180,8 +180,8 @@ jobs:
       type: str
     end_time:
       description: >-
-        RFC 3339 end time of a finished job, where the service's answer has one; IBM's job model has
-        none, so it is usually null (the job's times are in its metrics).
+        RFC 3339 end time of a finished job, the service's C(end_time) where its answer has one (the
+        Qiskit Runtime simulator's does); null while the job is queued or running.
       type: str
     device:
       description: The device the job runs on.

@@ -30,7 +30,8 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.ray
-  - bridge.hpc.job_spec
+  - bridge.hpc.job_spec.lifecycle
+  - bridge.hpc.job_spec.for_ray
 attributes:
   check_mode:
     support: full

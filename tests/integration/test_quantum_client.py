@@ -65,3 +65,13 @@ def test_a_spent_instance_is_refused_before_submitting(bridge, private):
         bridge["jobs"].wait_for(client, job_id, 60, 0.2)
     with pytest.raises(bridge["errors"].Rejected, match="reached its usage limit"):
         client_of(bridge, private).check(spec(bridge, "one-too-many"))
+
+
+def test_a_devices_configuration_gives_its_coupling_map(bridge):
+    # quantum_backend_info's coupling_map, read from the configuration the simulator serves (the
+    # fake device's conf_*.json, as IBM's GET /backends/{name}/configuration answers): Manila's five
+    # qubits in a line, each pair both ways.
+    device = client_of(bridge, require_quantum()).device_details(["ibm_manila"], ("configuration",))[0]
+    pairs = device["coupling_map"]
+    assert sorted(map(tuple, pairs)) == [(0, 1), (1, 0), (1, 2), (2, 1), (2, 3), (3, 2), (3, 4), (4, 3)]
+    assert device["qubits"] == 5

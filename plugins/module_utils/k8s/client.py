@@ -64,7 +64,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.k8s.fit import (
     normalize_node,
     queue_records,
 )
-from ansible_collections.bridge.hpc.plugins.module_utils.k8s.states import newest_pod, normalize_job
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.states import NEVER_STARTS as HOPELESS_DOC, newest_pod, normalize_job
 
 
 try:
@@ -98,6 +98,7 @@ class K8sClient(Backend):
 
     NAME = "kubernetes"
     TITLE = MANAGER
+    NEVER_STARTS = HOPELESS_DOC
     # No URL is needed: the kubeconfig or the in-cluster ServiceAccount says where the apiserver is.
     URL_NAME = None
     CONNECTION = dict(

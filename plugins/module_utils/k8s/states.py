@@ -30,6 +30,9 @@ from ansible_collections.bridge.hpc.plugins.module_utils.k8s.compile import (
 WAITS_FOR_CAPACITY = re.compile(r"Insufficient |Too many pods|preemption may help", re.IGNORECASE)
 # Container waiting reasons that never resolve by waiting.
 HOPELESS_WAITING = ("InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError", "CreateContainerError")
+# What cancel_rejected acts on (doc text of the option in the Kubernetes modules' docs).
+NEVER_STARTS = ("the Pod's container waits for a reason that never clears (%s), or no node can ever take the Pod "
+                "(a selector, affinity or taint, not a lack of capacity)" % ", ".join("C(%s)" % reason for reason in HOPELESS_WAITING))
 
 
 def _condition(obj, kind):

@@ -50,7 +50,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import (
 )
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.compile import compile_job, job_slots, multipart_body
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.fit import check_fits, normalize_host, normalize_queue, queue_records
-from ansible_collections.bridge.hpc.plugins.module_utils.lsf.states import element_of, fold_arrays, normalize_job
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.states import NEVER_STARTS as HOPELESS_DOC, element_of, fold_arrays, normalize_job
 
 
 MANAGER = "LSF"
@@ -65,6 +65,7 @@ class LsfClient(Backend):
 
     NAME = "lsf"
     TITLE = MANAGER
+    NEVER_STARTS = HOPELESS_DOC
     URL_NAME = "the LSF Application Center URL"
     CONNECTION = dict(user=dict(type="str"), password=dict(type="str"))
     ENV = dict(url=("LSF_PAC_URL",), user=("LSF_USER",), password=("LSF_PASSWORD",))

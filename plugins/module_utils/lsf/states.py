@@ -51,6 +51,9 @@ FAILURE_BY_TERM = {
 HOPELESS_REASONS = re.compile(
     r"queue is closed|queue .*not accept|no (suitable|eligible) hosts?|not a (valid|known) host|"
     r"never (be )?satisfied|invalid (queue|host|resource)", re.IGNORECASE)
+# What cancel_rejected acts on (doc text of the option in the LSF modules' docs).
+NEVER_STARTS = ("the pending reason says the queue is closed or does not accept the job, no host is suitable or "
+                "eligible, a host, queue or resource is invalid, or a dependency can never be satisfied")
 
 
 # An element of an array as PAC names it, "1234[3]" (bjobs' JOBID[index]), and its name, "name[3]".

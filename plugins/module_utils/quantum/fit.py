@@ -113,6 +113,10 @@ def normalize_status(name, native):
     }
 
 
+def is_qubit(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def normalize_configuration(name, native):
     """GET /backends/{name}/configuration (a QasmBackendConfiguration); n_qubits is required."""
     if not isinstance(native, dict):
@@ -123,10 +127,17 @@ def normalize_configuration(name, native):
     gates = native.get("basis_gates") or []
     if not isinstance(gates, list):
         raise ShapeError("'basis_gates' must be a list")
+    # The pairs of physical qubits a two-qubit gate may act on, as [control, target]: an ISA circuit
+    # uses no other pair. The configuration leaves it out (or null) for an all-to-all device.
+    coupling = native.get("coupling_map")
+    if coupling is not None and not (isinstance(coupling, list) and all(
+            isinstance(pair, list) and len(pair) == 2 and all(is_qubit(qubit) for qubit in pair) for pair in coupling)):
+        raise ShapeError("'coupling_map' must be a list of [qubit, qubit] pairs")
     record = {
         "name": native.get("backend_name") or name,
         "qubits": qubits,
         "basis_gates": gates,
+        "coupling_map": coupling,
         "simulator": bool(native.get("simulator")),
         "max_shots": native.get("max_shots"),
         "max_experiments": native.get("max_experiments"),

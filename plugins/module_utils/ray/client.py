@@ -52,6 +52,8 @@ class RayClient(Backend):
 
     NAME = "ray"
     TITLE = MANAGER
+    # What cancel_rejected acts on: get() checks a queued driver against the alive nodes.
+    NEVER_STARTS = "no alive node of the cluster could ever host the driver (its entrypoint resources, CPUs, GPUs, memory)"
     URL_NAME = "the Ray dashboard URL"
     CONNECTION = dict(token=dict(type="str"))
     ENV = dict(url=("RAY_ADDRESS",), token=("RAY_AUTH_TOKEN",))

@@ -46,6 +46,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.slurm.fit import (
     queue_records,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import (
+    NEVER_STARTS as HOPELESS_DOC,
     at_path,
     ended_of,
     normalize_accounting_job,
@@ -123,6 +124,7 @@ class SlurmClient(Backend):
 
     NAME = "slurm"
     TITLE = MANAGER
+    NEVER_STARTS = HOPELESS_DOC
     URL_NAME = "the slurmrestd URL"
     CONNECTION = dict(
         user=dict(type="str"),

@@ -69,6 +69,9 @@ HOPELESS_REASONS = frozenset([
     "DependencyNeverSatisfied", "QOSMaxWallDurationPerJobLimit", "AssocMaxWallDurationPerJobLimit",
     "QOSMaxNodePerJobLimit", "QOSMaxCpuPerJobLimit", "AssocMaxNodesPerJob",
 ])
+# What cancel_rejected acts on (doc text of the option in the Slurm modules' docs).
+NEVER_STARTS = "the job pends for a reason Slurm never clears by itself: %s" % ", ".join(
+    "C(%s)" % reason for reason in sorted(HOPELESS_REASONS))
 # Slurm reports "no value" and "unlimited" as sentinels in the uint32 range before v0.0.39.
 NO_VAL = 0xFFFFFFFE
 

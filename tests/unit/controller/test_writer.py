@@ -95,3 +95,19 @@ def test_a_cr_that_keeps_changing_is_tried_a_bounded_number_of_times():
     with pytest.raises(Conflict):
         writer.status(kube.get("ns/a"), job=RUNNING, reachable=True)
     assert stats["status_conflicts"] == STATUS_ATTEMPTS and kube.reads == STATUS_ATTEMPTS - 1
+
+
+def test_a_submitted_message_does_not_outlive_its_phase_and_each_phase_change_is_logged(caplog):
+    # A user saw a Completed BridgeJob still saying "submitted", and nothing about it in the log.
+    kube, writer, _stats = setup()
+    completed = dict(RUNNING, phase="completed", native_state="COMPLETED", exit_code=0)
+    with caplog.at_level("INFO", logger="bridge_controller.writer"):
+        obj = writer.status(kube.create(bridgejob()), job=dict(QUEUED, reason="submitted"), reachable=True,
+                            submitted=True, message="submitted")
+        assert obj["status"]["message"] == "submitted"
+        writer.status(kube.objects["ns/a"], job=dict(QUEUED, reason=None), reachable=True)
+        assert kube.objects["ns/a"]["status"]["message"] == "submitted", "the same phase keeps it"
+        obj = writer.status(kube.objects["ns/a"], job=completed, reachable=True)
+    assert obj["status"]["phase"] == "Completed" and "message" not in obj["status"]
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines == ["BridgeJob ns/a: new -> Queued (job 7): submitted", "BridgeJob ns/a: Queued -> Completed (job 7)"]
