@@ -43,10 +43,16 @@ def live_shape(native):
     if isinstance(exit_code, dict) and isinstance(exit_code.get("signal"), dict):
         signal = exit_code["signal"]
         exit_code = dict(exit_code, signal=dict(signal, id=signal.get("id", signal.get("signal_id"))))
+    array = native.get("array") if isinstance(native.get("array"), dict) else {}
+    running = ((array.get("limits") or {}).get("max") or {}).get("running") or {}
     return {
         "job_id": native.get("job_id"),
         "name": native.get("name"),
         "comment": job_comment(native),
+        "array_job_id": array.get("job_id"),
+        "array_task_id": array.get("task_id"),
+        "array_task_string": array.get("task"),
+        "array_max_tasks": running.get("tasks") if isinstance(running, dict) else None,
         "job_state": state.get("current"),
         "state_reason": state.get("reason"),
         "exit_code": exit_code,

@@ -396,14 +396,27 @@ class SlurmClient(Backend):
                 raise forgotten
 
     def _live_job(self, job_id):
-        jobs = self.call("GET", self._path("job/%s" % job_id), "get", "job", job_id, parse=_jobs)
+        """slurmctld's job `job_id`: for an array's id, all its tasks (one answer) folded into one job."""
+        jobs = self._folded(self.call("GET", self._path("job/%s" % job_id), "get", "job", job_id, parse=_jobs))
         if not jobs:
             raise self.error(NotFound, "no such job", "get", "job", job_id)
-        return jobs[0]
+        job = next((job for job in jobs if job["job_id"] == str(job_id)), jobs[0])
+        if job["job_id"] != str(job_id) and "array" in job:
+            # The id of one task ("123_4" or its own number): Bridge's job is the whole array.
+            return self._live_job(job["job_id"])
+        return job
 
     def list(self, identities=None, name=None, phases=None, update_time=None):
-        """Every job slurmctld remembers (MinJobAge), narrowed by identity, name and phase; None
-        when nothing changed since update_time.
+        """Every job slurmctld remembers (MinJobAge), narrowed by identity, name and phase (an array
+        as one job, whatever its number of tasks); None when nothing changed since update_time."""
+        jobs = self._queue(update_time)
+        if jobs is None:
+            return None
+        return select(self._folded(jobs), identities, name, phases)
+
+    def _queue(self, update_time=None):
+        """slurmctld's records of jobs and array tasks, one request; None when nothing changed
+        since update_time.
 
         "Nothing changed" is a 304 in v0.0.38 but a 200 with no jobs and a "No job changes since"
         warning from v0.0.42 on; v0.0.40/41 refuse an epoch (422), so they get the full list.
@@ -422,8 +435,31 @@ class SlurmClient(Backend):
             self.warnings = [w for w in self.warnings if not NO_CHANGES.match(w)]
             if params is not None and not body.get("jobs"):
                 return None
-        jobs = self.decoded(_jobs, body, "GET " + self._path("jobs/"), "list", "jobs")
-        return select(jobs, identities, name, phases)
+        return self.decoded(_jobs, body, "GET " + self._path("jobs/"), "list", "jobs")
+
+    def _folded(self, jobs):
+        """slurmctld's records with each array's folded into one job (arrays.fold); a task
+        slurmctld has forgotten is read from accounting."""
+        return fold(jobs, self._forgotten_tasks)
+
+    def _forgotten_tasks(self, array_job_id, indexes):
+        """{index: task} of the tasks of an array slurmctld no longer shows, from accounting (one
+        request for the array); {} where there is none, with a warning, since then nothing tells
+        how they ended."""
+        if self.accounting_available():
+            jobs = self.call("GET", self._path("job/%s" % array_job_id, "slurmdb"), "get", "job", array_job_id,
+                             parse=self._accounting_records)
+            self._accounting = True
+            wanted = set(indexes)
+            tasks = dict((job["array_task"]["index"], task(job)) for job in jobs
+                         if job.get("array_task") and job["array_task"]["index"] in wanted)
+            if tasks:
+                return tasks
+        note = ("slurmctld no longer shows tasks %s of array job %s (MinJobAge) and Slurm accounting has none of them; "
+                "they count as queued" % (index_text(indexes), array_job_id))
+        if note not in self.warnings:
+            self.warnings.append(note)
+        return {}
 
     def find_many(self, identities, names=None):
         """{identity: newest job carrying it}, of any age accounting keeps.

@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.bridge.hpc.plugins.module_utils._backend import interpreter
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import effective_environment
 
@@ -17,8 +18,13 @@ from ansible_collections.bridge.hpc.plugins.module_utils._spec import effective_
 LEGACY_VERSIONS = ("v0.0.36", "v0.0.37", "v0.0.38")
 # REST versions whose job takes `exclusive` as a list of flags; from v0.0.42 on it is `shared`.
 EXCLUSIVE_FLAG_VERSIONS = ("v0.0.39", "v0.0.40", "v0.0.41")
-# A job's comment: this prefix and its identity.
+# A job's comment: this prefix and its identity; for an array, then ARRAY_MARK and the asked indexes
+# (Slurm's syntax), which say what the array is after slurmctld has forgotten some of its tasks.
 TAG_PREFIX = "bridge:"
+ARRAY_MARK = " array="
+# Where the wrapper of an array job (array_script) ends the script it carries; a number is added while
+# the script has a line that reads so.
+SCRIPT_END = "BRIDGE_SCRIPT_END"
 
 
 # srun options of $(LAUNCHER), each given when the spec sets its resource.
@@ -50,9 +56,11 @@ def compile_job(spec, api_version):
     legacy = api_version in LEGACY_VERSIONS
     resources = spec["resources"]
     environment = effective_environment(spec)
+    array = spec.get("array")
+    script = array_script(spec["script"]) if array else spec["script"]
     job = {
         "name": spec["name"],
-        "comment": TAG_PREFIX + spec["identity"],
+        "comment": comment(spec),
         "current_working_directory": spec["working_directory"] or "/tmp",
         "standard_output": spec["stdout"],
         "standard_error": spec["stderr"],
@@ -75,7 +83,7 @@ def compile_job(spec, api_version):
         })
     else:
         job.update({
-            "script": spec["script"],
+            "script": script,
             "environment": ["%s=%s" % item for item in sorted(environment.items())],
             "nodes": None if resources["nodes"] is None else str(resources["nodes"]),
             "memory_per_node": _nv(resources["memory_mb"]),
@@ -83,6 +91,8 @@ def compile_job(spec, api_version):
             "time_limit": _nv(resources["time_limit_minutes"]),
             "tres_per_node": gpu_request(spec, False),
         })
+    if array:
+        job["array"] = array_request(array)
     if spec["exclusive"]:
         job.update(exclusive_request(api_version))
     overrides = spec["backend_options"].get("slurm") or {}
@@ -92,10 +102,12 @@ def compile_job(spec, api_version):
                 "backend_options.slurm.%s" % reserved,
                 "is set by Bridge (the identity tag and the script); it cannot be overridden",
             )
+    if array and "array" in overrides:
+        raise SpecError("backend_options.slurm.array", "is set by Bridge from the field array; give one of them")
     job.update(overrides)
     job = dict((k, v) for k, v in job.items() if v is not None)
     if legacy:
-        return {"script": spec["script"], "job": job}
+        return {"script": script, "job": job}
     return {"job": job}
 
 
@@ -103,3 +115,47 @@ def _nv(value):
     if value is None:
         return None
     return {"set": True, "infinite": False, "number": value}
+
+
+def comment(spec):
+    """The job's comment: "bridge:<identity>", and " array=<indexes>" for an array."""
+    array = spec.get("array")
+    return TAG_PREFIX + spec["identity"] + (ARRAY_MARK + array["text"] if array else "")
+
+
+def array_request(array):
+    """sbatch --array: the indexes, and "%P" where at most P tasks may run at once."""
+    if array.get("parallelism"):
+        return "%s%%%d" % (array["text"], array["parallelism"])
+    return array["text"]
+
+
+def array_script(script):
+    """The batch script of an array job: Slurm starts every task with the same environment, which
+    only SLURM_ARRAY_TASK_ID tells apart, so a /bin/sh wrapper sets BRIDGE_ARRAY_INDEX from it and
+    runs `script` with the interpreter (and its one argument) of its #! line, as the kernel would.
+
+    The script travels unchanged (a newline added at its end if it has none) in a here-document on
+    file descriptor 3, which the interpreter reads as /dev/fd/3 (its $0); stdin stays the job's. The
+    here-document's terminator is quoted, so nothing in the script is expanded, and is a line the
+    script does not have."""
+    command = " ".join(shell_quoted(word) for word in interpreter(script))
+    if not script.endswith("\n"):
+        script += "\n"
+    lines = set(script.split("\n"))
+    end, number = SCRIPT_END, 0
+    while end in lines:
+        number += 1
+        end = "%s_%d" % (SCRIPT_END, number)
+    return ("#!/bin/sh\n"
+            "# Bridge: every task of a Slurm array gets the same environment; this wrapper sets the task's\n"
+            "# BRIDGE_ARRAY_INDEX and runs the job's script below unchanged with its own interpreter.\n"
+            "BRIDGE_ARRAY_INDEX=$SLURM_ARRAY_TASK_ID\n"
+            "export BRIDGE_ARRAY_INDEX\n"
+            "exec %s /dev/fd/3 3<<'%s'\n"
+            "%s%s\n") % (command, end, script, end)
+
+
+def shell_quoted(word):
+    """`word` as one word of /bin/sh: in single quotes, each ' written as '\\''."""
+    return "'%s'" % word.replace("'", "'\\''")

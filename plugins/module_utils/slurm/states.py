@@ -17,7 +17,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.slurm.accounting import
     accounting_fields,
     live_shape,
 )
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm.compile import TAG_PREFIX
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.compile import ARRAY_MARK, TAG_PREFIX
 
 
 BASE_STATES = (
@@ -159,10 +159,37 @@ def text(value):
 
 
 def identity_of(comment):
+    """The identity of a comment Bridge wrote ("bridge:<identity>", with " array=<indexes>" for an array)."""
     comment = text(comment)
     if comment and comment.startswith(TAG_PREFIX):
-        return comment[len(TAG_PREFIX):]
+        return comment[len(TAG_PREFIX):].split(ARRAY_MARK, 1)[0]
     return None
+
+
+def asked_of(comment):
+    """The indexes of an array as Bridge asked for them, from the comment it wrote; None for a job
+    without them (no array, or not submitted by Bridge)."""
+    comment = text(comment)
+    if comment and comment.startswith(TAG_PREFIX) and ARRAY_MARK in comment:
+        return comment.split(ARRAY_MARK, 1)[1] or None
+    return None
+
+
+def array_record(native):
+    """What a record of slurmctld (or accounting, through live_shape) says of the array it belongs to:
+    {"array_job_id", "index" (None on the record of the tasks still pending, which Slurm has not
+    split off yet), "pending" (those tasks, as Slurm writes them: "5-99%8"), "parallelism", "asked"
+    (the indexes of the comment)}; None for a job of no array (array_job_id 0)."""
+    array_job_id = number(native.get("array_job_id"))
+    if not array_job_id:
+        return None
+    return {
+        "array_job_id": str(array_job_id),
+        "index": number(native.get("array_task_id")),
+        "pending": text(native.get("array_task_string")),
+        "parallelism": number(native.get("array_max_tasks")) or None,
+        "asked": asked_of(native.get("comment")),
+    }
 
 
 def normalize_job(native):
@@ -186,7 +213,7 @@ def normalize_job(native):
     if phase == "completed":
         failure_class = None
     terminal = phase in TERMINAL_PHASES
-    return {
+    job = {
         "job_id": required_name(native, "job_id"),
         "name": text(native.get("name")),
         "identity": identity_of(native.get("comment")),
@@ -209,6 +236,11 @@ def normalize_job(native):
         "stderr": text(native.get("standard_error")),
         "native": native,
     }
+    array = array_record(native)
+    if array is not None:
+        # Only a task's record has it: arrays.fold makes one job of the records of each array.
+        job["array_task"] = array
+    return job
 
 
 def ended_of(recorded, identities):
