@@ -323,7 +323,9 @@ FIELDS = (
     ], {"x-kubernetes-int-or-string": True, "maxLength": 4096, "x-kubernetes-validations": [
         {"rule": "type(self) == int || self.matches('^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*$')",
          "message": "must be indexes such as 0-99, 1,3,5-7 or 0-98:2"}]}, {
-        "slurm": Refuses(ARRAYS_NOT_YET),
+        "slurm": Compiles("the submit request's C(array) (sbatch C(--array)); the script runs inside a C(/bin/sh) wrapper "
+                          "that sets C(BRIDGE_ARRAY_INDEX) from C(SLURM_ARRAY_TASK_ID); indexes must be below the "
+                          "cluster's C(MaxArraySize)"),
         "lsf": Compiles("C(-J \"name[indexes]%parallelism\"); LSF's indexes start at 1, so a set with index 0 runs each "
                        "index one higher in C(LSB_JOBINDEX), and C(BRIDGE_ARRAY_INDEX) is the asked index"),
         "kubernetes": Compiles("an Indexed Job (C(completions), C(backoffLimitPerIndex) 0); C(JOB_COMPLETION_INDEX) counts "
@@ -336,7 +338,7 @@ FIELDS = (
     Field("array.parallelism", "parallelism", dict(type="int"), [
         "How many of the array's tasks run at once at most; the manager's limit when unset.",
     ], {"type": "integer", "minimum": 1}, {
-        "slurm": Refuses(ARRAYS_NOT_YET),
+        "slurm": Compiles("the running-task limit C(%parallelism) of C(array)"),
         "lsf": Compiles("the running-element limit C(%parallelism) of C(-J)"),
         "kubernetes": Compiles("the Job's C(parallelism)"),
         "ray": Refuses("arrays are not run by the Ray backend"),

@@ -57,7 +57,7 @@ class Stub(object):
                 return httpx.Response(404, text=NOT_FOUND_TEXT)
             if rest.startswith("job/"):
                 job_id = int(rest.split("/")[1])
-                return httpx.Response(200, json={"jobs": [j for j in self.recorded if j["job_id"] == job_id]})
+                return httpx.Response(200, json={"jobs": [j for j in self.recorded if job_id in (j["job_id"], array_of(j))]})
             names = request.url.params.get("job_name")
             jobs = [j for j in self.recorded if names is None or j["name"] in names.split(",")]
             if not jobs and self.nothing_found:
@@ -67,8 +67,17 @@ class Stub(object):
             return httpx.Response(200, json={"jobs": jobs})
         if rest.startswith("job/"):
             job_id = int(rest.split("/")[1])
-            jobs = [j for j in self.live if j["job_id"] == job_id]
+            jobs = [j for j in self.live if job_id in (j["job_id"], array_of(j))]
             if not jobs:
                 return httpx.Response(404, json={"errors": [{"error_number": 2017, "error": "Invalid job id specified"}]})
             return httpx.Response(200, json={"jobs": jobs})
         return httpx.Response(200, json={"jobs": self.live})
+
+
+def array_of(job):
+    """The id of the array a record of slurmctld or accounting belongs to (0: none): asked for the
+    array's id, Slurm answers every record of it."""
+    value = job.get("array_job_id", (job.get("array") or {}).get("job_id"))
+    if isinstance(value, dict):
+        value = value.get("number") if value.get("set") else 0
+    return value or 0

@@ -90,9 +90,10 @@ def folded(records, forgotten=None):
     cut = []
     for job in rests:
         indexes, complete = pending_indexes(job["array_task"]["pending"])
-        rest_of.update((index, task(job)) for index in indexes)
+        rest = task(job)
+        rest_of.update((index, rest) for index in indexes)
         if not complete:
-            cut.append((max(indexes) if indexes else -1, task(job)))
+            cut.append((max(indexes) if indexes else -1, rest))
     indexes = asked_indexes(asked, shown, rest_of)
     for last, rest in cut:
         rest_of.update((index, rest) for index in indexes if index > last and index not in rest_of)
@@ -111,13 +112,13 @@ def folded(records, forgotten=None):
         name=next((job["name"] for job in records if job["name"]), None),
         submit_time=min([job["submit_time"] for job in records if job["submit_time"]] or [None]),
     )
-    job = array_job(base, dict((index, tasks[index]) for index in indexes if index in tasks), indexes)
-    if parallelism and job.get("array") is not None:
-        job["array"]["parallelism"] = parallelism
-    started = [t["start_time"] for t in tasks.values() if t.get("start_time")]
-    ended = [t["end_time"] for t in tasks.values() if t.get("end_time")]
-    job["start_time"] = min(started) if started else None
-    job["end_time"] = max(ended) if job.get("terminal") and ended else None
+    job = array_job(base, tasks, indexes, parallelism)
+    if job["phase"] == "failed":
+        # The array's state is its first failed task's, as its exit code is.
+        job["native_state"] = tasks[job["array"]["failures"][0]["index"]].get("native_state") or job["native_state"]
+    if job["phase"] == "queued" and base["failure_class"] == "rejected":
+        # Tasks that can never start (the request does not fit the partition): wait() stops on it.
+        job["failure_class"] = "rejected"
     return job
 
 

@@ -16,6 +16,7 @@ __metaclass__ = type
 import re
 import time
 
+from ansible_collections.bridge.hpc.plugins.module_utils._arrays import index_text
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     Backend,
     REFUSE,
@@ -38,6 +39,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import IDEMPOTENT_METHODS, Transport
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.accounting import LOOKUP_WINDOW_DAYS, job_comment, query
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.arrays import fold, task
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.compile import LEGACY_VERSIONS, SRUN_OPTIONS, compile_job
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.fit import (
     check_fits,
@@ -51,6 +53,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import (
     ended_of,
     normalize_accounting_job,
     normalize_job,
+    number,
     text,
 )
 
@@ -62,6 +65,8 @@ KNOWN_VERSIONS = (
     "v0.0.40", "v0.0.39", "v0.0.38", "v0.0.37", "v0.0.36",
 )
 VERSION_CHOICES = list(KNOWN_VERSIONS)
+# The first REST version that serves slurm.conf (GET conf; Slurm 26.05).
+CONF_SINCE = "v0.0.45"
 INVALID_JOB_ID = 2017
 ALREADY_DONE = 2021
 ZERO_BYTES = 5005
@@ -169,6 +174,8 @@ class SlurmClient(Backend):
         # Slurm's release ("26.05.5"), from the meta of the last answer that named it.
         self.release = None
         self._topology = None
+        # MaxArraySize of slurm.conf: False until read, None where slurmrestd does not serve it.
+        self._max_array_size = False
         # Whether slurmrestd answers /slurmdb (slurmdbd and its plugin): None until first asked.
         self._accounting = None
         self.lookup = None
@@ -582,18 +589,28 @@ class SlurmClient(Backend):
         self._accounting = True
         return jobs
 
-    def recorded_job(self, job_id):
-        """One job from accounting by id, of any age; NotFound when accounting has none."""
+    def recorded_job(self, job_id, whole=True):
+        """One job from accounting by id, of any age (an array as one job, also by the id of one of its
+        tasks, with `whole`); NotFound when accounting has none."""
         jobs = self.call("GET", self._path("job/%s" % job_id, "slurmdb"), "get", "job", job_id, parse=self._accounting_jobs)
         self._accounting = True
         # A requeued job is there once per run; the last is the current one.
-        jobs = [job for job in jobs if job["job_id"] == str(job_id)]
-        if not jobs:
-            raise self.error(NotFound, "Slurm accounting has no job %s" % job_id, "get", "job", job_id)
-        return jobs[-1]
+        matching = [job for job in jobs if job["job_id"] == str(job_id)]
+        if matching:
+            return matching[-1]
+        arrays = [job for job in jobs if "array" in job]
+        if arrays and whole:
+            # The id of one task: Bridge's job is the whole array.
+            return self.recorded_job(arrays[-1]["job_id"], whole=False)
+        raise self.error(NotFound, "Slurm accounting has no job %s" % job_id, "get", "job", job_id)
+
+    def _accounting_records(self, body):
+        """Accounting's records of jobs and array tasks, each normalized on its own."""
+        return [normalize_accounting_job(job, self.api_version) for job in items(body, "jobs", required=True)]
 
     def _accounting_jobs(self, body):
-        return [normalize_accounting_job(job, self.api_version) for job in items(body, "jobs", required=True)]
+        """Accounting's jobs, the records of an array folded into one job."""
+        return fold(self._accounting_records(body))
 
     def cancel(self, job_id, signal=None):
         """Signal a job (SIGKILL unless `signal`); cancelling a finished job is a no-op."""
@@ -633,8 +650,9 @@ class SlurmClient(Backend):
         tried, newest first).
 
         The list is GET jobs/: the lighter GET jobs/state/ (v0.0.40 on) names no job's partition,
-        so it cannot count per partition."""
-        partitions, nodes, jobs = self.partitions(), self.nodes(), self.list()
+        so it cannot count per partition. An array counts as slurmctld lists it: each task that
+        started, and one record for the tasks still pending."""
+        partitions, nodes, jobs = self.partitions(), self.nodes(), self._queue()
         return {"manager": MANAGER, "version": self.release, "api_version": self.api_version,
                 "queues": queue_records(partitions, nodes, jobs)}
 
@@ -643,6 +661,26 @@ class SlurmClient(Backend):
         if self._topology is None:
             self._topology = (self.partitions(), self.nodes())
         check_fits(spec, *self._topology)
+        if spec.get("array"):
+            self._check_array(spec["array"])
+
+    def _check_array(self, array):
+        """SpecError on array.indexes when an index is not below MaxArraySize, where slurmrestd
+        serves slurm.conf (GET conf, v0.0.45 on); elsewhere slurmctld refuses such a submit itself."""
+        if self._max_array_size is False:
+            if KNOWN_VERSIONS.index(self.api_version) > KNOWN_VERSIONS.index(CONF_SINCE):
+                self._max_array_size = None
+            else:
+                try:
+                    limit = self.call("GET", self._path("conf"), "read", "configuration", missing=None,
+                                      parse=lambda body: at_path(body, "slurm_conf", "MaxArraySize"))
+                except Rejected:
+                    limit = None  # not for this user to read: slurmctld checks the submit itself
+                self._max_array_size = number(limit)
+        limit = self._max_array_size
+        if limit is not None and array["indexes"][-1] >= limit:
+            raise SpecError("array.indexes", "index %d is too high for %s: its MaxArraySize is %d, so indexes run from 0 "
+                            "to %d" % (array["indexes"][-1], self.cluster or self.url, limit, limit - 1))
 
 
 def _endpoint(response):
