@@ -419,7 +419,8 @@ class SlurmClient(Backend):
         jobs = self._queue(update_time)
         if jobs is None:
             return None
-        return select(self._folded(jobs), identities, name, phases)
+        # Each record of an array carries its comment and name: the arrays asked for are folded, no other.
+        return select(self._folded(select(jobs, identities, name)), phases=phases)
 
     def _queue(self, update_time=None):
         """slurmctld's records of jobs and array tasks, one request; None when nothing changed
@@ -454,9 +455,11 @@ class SlurmClient(Backend):
         request for the array); {} where there is none, with a warning, since then nothing tells
         how they ended."""
         if self.accounting_available():
-            jobs = self.call("GET", self._path("job/%s" % array_job_id, "slurmdb"), "get", "job", array_job_id,
-                             parse=self._accounting_records)
-            self._accounting = True
+            try:
+                jobs = self.call("GET", self._path("job/%s" % array_job_id, "slurmdb"), "get", "job", array_job_id,
+                                 parse=self._accounting_records)
+            except NotFound:
+                jobs = []
             wanted = set(indexes)
             tasks = dict((job["array_task"]["index"], task(job)) for job in jobs
                          if job.get("array_task") and job["array_task"]["index"] in wanted)
