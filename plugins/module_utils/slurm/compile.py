@@ -22,6 +22,8 @@ EXCLUSIVE_FLAG_VERSIONS = ("v0.0.39", "v0.0.40", "v0.0.41")
 # (Slurm's syntax), which say what the array is after slurmctld has forgotten some of its tasks.
 TAG_PREFIX = "bridge:"
 ARRAY_MARK = " array="
+# slurmctld refuses a job whose comment is longer (_test_job_desc_fields in job_mgr.c).
+COMMENT_LIMIT = 1024
 # Where the wrapper of an array job (array_script) ends the script it carries; a number is added while
 # the script has a line that reads so.
 SCRIPT_END = "BRIDGE_SCRIPT_END"
@@ -118,9 +120,15 @@ def _nv(value):
 
 
 def comment(spec):
-    """The job's comment: "bridge:<identity>", and " array=<indexes>" for an array."""
+    """The job's comment: "bridge:<identity>", and " array=<indexes>" for an array; SpecError on
+    array.indexes when that is more than Slurm keeps."""
     array = spec.get("array")
-    return TAG_PREFIX + spec["identity"] + (ARRAY_MARK + array["text"] if array else "")
+    text = TAG_PREFIX + spec["identity"] + (ARRAY_MARK + array["text"] if array else "")
+    if array and len(text) > COMMENT_LIMIT:
+        raise SpecError("array.indexes", "are %d characters as Slurm writes them (%s...); with the identity they must fit "
+                        "the %d characters of the job's comment, where Bridge keeps them: use fewer ranges, or several "
+                        "arrays" % (len(array["text"]), array["text"][:40], COMMENT_LIMIT))
+    return text
 
 
 def array_request(array):

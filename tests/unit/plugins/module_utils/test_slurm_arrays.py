@@ -98,6 +98,13 @@ def test_backend_options_cannot_set_the_array_bridge_sets():
     assert compile_job(spec(array=None, backend_options={"slurm": {"array": "0-3"}}), "v0.0.42")["job"]["array"] == "0-3"
 
 
+def test_indexes_too_long_for_the_comment_are_refused_naming_the_field():
+    sparse = [index * index for index in range(400)]
+    with pytest.raises(SpecError) as err:
+        compile_job(spec(array={"indexes": sparse}), "v0.0.42")
+    assert err.value.field == "array.indexes" and "1024" in str(err.value)
+
+
 def test_the_identity_of_an_array_comment_is_what_precedes_the_indexes():
     assert identity_of("bridge:arr-1 array=0-99") == "arr-1"
     assert identity_of("bridge:arr-1") == "arr-1"
