@@ -328,7 +328,8 @@ options:
           - 'The array''s task indexes: a range C(0-99), a step C(0-98:2), a comma list of them (C(1,3,5-7)) or a
             list of numbers. Each task sees its own index in C(BRIDGE_ARRAY_INDEX) as well as in the manager''s own
             variable; the array ends when every task has ended, V(failed) if any failed.'
-          - 'Slurm: refused, this backend does not run arrays yet.'
+          - 'Slurm: the submit request''s C(array) (sbatch C(--array)); the script runs inside a C(/bin/sh) wrapper
+            that sets C(BRIDGE_ARRAY_INDEX) from C(SLURM_ARRAY_TASK_ID); indexes must be below the cluster''s C(MaxArraySize).'
           - 'LSF: C(-J "name[indexes]%parallelism"); LSF''s indexes start at 1, so a set with index 0 runs each index
             one higher in C(LSB_JOBINDEX), and C(BRIDGE_ARRAY_INDEX) is the asked index.'
           - 'Kubernetes: an Indexed Job (C(completions), C(backoffLimitPerIndex) 0); C(JOB_COMPLETION_INDEX) counts
@@ -341,7 +342,7 @@ options:
       parallelism:
         description:
           - How many of the array's tasks run at once at most; the manager's limit when unset.
-          - 'Slurm: refused, this backend does not run arrays yet.'
+          - 'Slurm: the running-task limit C(%parallelism) of C(array).'
           - 'LSF: the running-element limit C(%parallelism) of C(-J).'
           - 'Kubernetes: the Job''s C(parallelism).'
           - 'Ray: refused, arrays are not run by the Ray backend.'
@@ -558,7 +559,6 @@ options:
   array:
     description:
       - Run the job as an array of tasks, one per index (docs/spec.md, Arrays).
-      - 'Slurm: refused, this backend does not run arrays yet.'
     type: dict
     suboptions:
       indexes:
@@ -566,12 +566,13 @@ options:
           - 'The array''s task indexes: a range C(0-99), a step C(0-98:2), a comma list of them (C(1,3,5-7)) or a
             list of numbers. Each task sees its own index in C(BRIDGE_ARRAY_INDEX) as well as in the manager''s own
             variable; the array ends when every task has ended, V(failed) if any failed.'
-          - 'Slurm: refused, this backend does not run arrays yet.'
+          - 'Slurm: the submit request''s C(array) (sbatch C(--array)); the script runs inside a C(/bin/sh) wrapper
+            that sets C(BRIDGE_ARRAY_INDEX) from C(SLURM_ARRAY_TASK_ID); indexes must be below the cluster''s C(MaxArraySize).'
         type: raw
       parallelism:
         description:
           - How many of the array's tasks run at once at most; the manager's limit when unset.
-          - 'Slurm: refused, this backend does not run arrays yet.'
+          - 'Slurm: the running-task limit C(%parallelism) of C(array).'
         type: int
   retry:
     description:
