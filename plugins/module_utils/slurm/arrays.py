@@ -16,13 +16,21 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.bridge.hpc.plugins.module_utils._arrays import array_job, parse_indexes
+from ansible_collections.bridge.hpc.plugins.module_utils._arrays import array_job, index_text, parse_indexes
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 
 # The running-task limit Slurm appends to the text of the pending tasks ("5-99%8").
 LIMIT_SUFFIX = re.compile(r"%\d*$")
 # Slurm cuts the text of a long set of indexes short with "..." (SLURM_BITSTR_LEN).
 CUT_MARK = "..."
+# What a task's record keeps once it has ended, for when slurmctld forgets it (client._forgotten_tasks):
+# a tuple of these, small enough to keep for every task of a large array.
+ENDED_KEYS = ("phase", "terminal", "native_state", "reason", "exit_code", "signal", "failure_class",
+              "start_time", "end_time")
+# A task that ended unseen: slurmctld forgot it and nothing else tells how it ended.
+UNKNOWN_END = {"phase": "failed", "terminal": True, "native_state": None, "exit_code": None, "signal": None,
+               "failure_class": None, "reason": "ended; slurmctld forgot it (MinJobAge) before its end was seen",
+               "unknown": True}
 
 
 def pending_indexes(pending):
@@ -56,8 +64,9 @@ def fold(jobs, forgotten=None):
 
     `forgotten(array_job_id, indexes)` gives {index: task} of asked tasks that no record shows and
     that are not pending either: slurmctld forgets an ended task after MinJobAge while the array's
-    other tasks go on (accounting still has it). Without it, or where it finds none, array_job
-    counts such a task as queued."""
+    other tasks go on (the client's _forgotten_tasks says how it ended). Without it (accounting's
+    records, which forget nothing) array_job counts such a task as queued; a task it gives with
+    "unknown" set is named in the array's unknown_indexes."""
     order, groups = [], {}
     for job in jobs:
         record = job.get("array_task")
@@ -113,6 +122,9 @@ def folded(records, forgotten=None):
         submit_time=min([job["submit_time"] for job in records if job["submit_time"]] or [None]),
     )
     job = array_job(base, tasks, indexes, parallelism)
+    unknown = [index for index in indexes if (tasks.get(index) or {}).get("unknown")]
+    if unknown:
+        job["array"]["unknown_indexes"] = index_text(unknown)
     if job["phase"] == "failed":
         # The array's state is its first failed task's, as its exit code is.
         job["native_state"] = tasks[job["array"]["failures"][0]["index"]].get("native_state") or job["native_state"]
@@ -131,6 +143,16 @@ def asked_indexes(asked, shown, rest_of):
         except SpecError:
             pass  # a comment someone changed: what Slurm shows is all there is
     return tuple(sorted(set(shown) | set(rest_of)))
+
+
+def ended_task(job):
+    """How an ended task ended, as a tuple of ENDED_KEYS (a task again with ended_record)."""
+    return tuple(job.get(key) for key in ENDED_KEYS)
+
+
+def ended_record(ended):
+    """The task's record of an ended_task tuple."""
+    return dict(zip(ENDED_KEYS, ended))
 
 
 def task(job):

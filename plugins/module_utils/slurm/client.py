@@ -39,7 +39,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import IDEMPOTENT_METHODS, Transport
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.accounting import LOOKUP_WINDOW_DAYS, job_comment, query
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm.arrays import fold, task
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.arrays import UNKNOWN_END, ended_record, ended_task, fold
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.compile import LEGACY_VERSIONS, SRUN_OPTIONS, compile_job
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.fit import (
     check_fits,
@@ -65,6 +65,8 @@ KNOWN_VERSIONS = (
     "v0.0.40", "v0.0.39", "v0.0.38", "v0.0.37", "v0.0.36",
 )
 VERSION_CHOICES = list(KNOWN_VERSIONS)
+# How many arrays' task ends a client remembers (the last seen), for tasks slurmctld forgets (MinJobAge).
+REMEMBERED_ARRAYS = 256
 # The first REST version that serves slurm.conf (GET conf; Slurm 26.05).
 CONF_SINCE = "v0.0.45"
 INVALID_JOB_ID = 2017
@@ -176,6 +178,8 @@ class SlurmClient(Backend):
         self._topology = None
         # MaxArraySize of slurm.conf: False until read, None where slurmrestd does not serve it.
         self._max_array_size = False
+        # {array job id: {index: ended task}}: the ends of array tasks this client has seen (_folded).
+        self._ended_tasks = {}
         # Whether slurmrestd answers /slurmdb (slurmdbd and its plugin): None until first asked.
         self._accounting = None
         self.lookup = None
@@ -446,30 +450,56 @@ class SlurmClient(Backend):
         return self.decoded(_jobs, body, "GET " + self._path("jobs/"), "list", "jobs")
 
     def _folded(self, jobs):
-        """slurmctld's records with each array's folded into one job (arrays.fold); a task
-        slurmctld has forgotten is read from accounting."""
+        """slurmctld's records with each array's folded into one job (arrays.fold). The end of each
+        task seen is remembered (ENDED_KEYS, per array), so that a task slurmctld forgets later is
+        known to this client without a request (see _forgotten_tasks)."""
+        for job in jobs:
+            record = job.get("array_task")
+            if record and record["index"] is not None and job["terminal"]:
+                self._seen_of(record["array_job_id"])[record["index"]] = ended_task(job)
         return fold(jobs, self._forgotten_tasks)
 
+    def _seen_of(self, array_job_id):
+        """{index: ended_task} this client has seen of an array; the REMEMBERED_ARRAYS arrays seen last."""
+        seen = self._ended_tasks.pop(array_job_id, {})
+        self._ended_tasks[array_job_id] = seen
+        while len(self._ended_tasks) > REMEMBERED_ARRAYS:
+            del self._ended_tasks[next(iter(self._ended_tasks))]
+        return seen
+
     def _forgotten_tasks(self, array_job_id, indexes):
-        """{index: task} of the tasks of an array slurmctld no longer shows, from accounting (one
-        request for the array); {} where there is none, with a warning, since then nothing tells
-        how they ended."""
-        if self.accounting_available():
+        """{index: task} of the tasks of an array that slurmctld no longer shows. slurmctld forgets
+        only a job that has ended (MinJobAge after its end), and keeps the array's own record, which
+        holds the tasks still pending, until every other task is forgotten: a task of an array it
+        still shows that it neither shows nor holds pending has ended. How: as this client saw it
+        end, else from accounting (one request, only while some forgotten task's end is not known
+        yet), else unknown: counted failed, with no exit code and no failure class (so no retry
+        class matches it), named in the array's unknown_indexes, with a warning."""
+        seen = self._seen_of(array_job_id)
+        tasks = dict((index, ended_record(seen[index])) for index in indexes if index in seen)
+        missing = [index for index in indexes if index not in tasks]
+        if missing and self.accounting_available():
             try:
                 jobs = self.call("GET", self._path("job/%s" % array_job_id, "slurmdb"), "get", "job", array_job_id,
                                  parse=self._accounting_records)
             except NotFound:
                 jobs = []
-            wanted = set(indexes)
-            tasks = dict((job["array_task"]["index"], task(job)) for job in jobs
-                         if job.get("array_task") and job["array_task"]["index"] in wanted)
-            if tasks:
-                return tasks
-        note = ("slurmctld no longer shows tasks %s of array job %s (MinJobAge) and Slurm accounting has none of them; "
-                "they count as queued" % (index_text(indexes), array_job_id))
-        if note not in self.warnings:
-            self.warnings.append(note)
-        return {}
+            wanted = set(missing)
+            for job in jobs:
+                index = (job.get("array_task") or {}).get("index")
+                if index in wanted and job["terminal"]:
+                    # A requeued task is there once per run, the current one last.
+                    seen[index] = ended_task(job)
+                    tasks[index] = ended_record(seen[index])
+            missing = [index for index in missing if index not in tasks]
+        if missing:
+            note = ("slurmctld no longer shows tasks %s of array job %s (they ended more than MinJobAge ago) and neither "
+                    "Slurm accounting nor this client saw how they ended; they count as failed with an unknown outcome "
+                    "(array.unknown_indexes)" % (index_text(missing), array_job_id))
+            if note not in self.warnings:
+                self.warnings.append(note)
+            tasks.update((index, dict(UNKNOWN_END)) for index in missing)
+        return tasks
 
     def find_many(self, identities, names=None):
         """{identity: newest job carrying it}, of any age accounting keeps.

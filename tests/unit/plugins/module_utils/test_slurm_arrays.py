@@ -266,12 +266,53 @@ def test_tasks_slurmctld_forgot_are_read_from_accounting_once():
     assert job["phase"] == "failed" and job["array"]["failed_indexes"] == "0,1"
 
 
-def test_without_accounting_forgotten_tasks_count_queued_with_a_warning():
+def test_without_accounting_forgotten_tasks_end_unknown_counted_failed_with_a_warning():
     stub = Stub(live=[live_task(i) for i in range(2, 100)], recorded=None)
     client = stub.client()
     job = client.get(str(ARRAY_ID))
-    assert job["phase"] == "running" and job["array"]["counts"]["queued"] == 2
-    assert any("no longer shows tasks 0,1 of array job 500" in warning for warning in client.warnings)
+    assert job["phase"] == "failed" and job["terminal"] and job["array"]["counts"]["failed"] == 2
+    assert job["array"]["unknown_indexes"] == "0,1" and job["array"]["failed_indexes"] == "0,1"
+    assert job["exit_code"] is None and job["failure_class"] is None
+    assert job["array"]["failures"][0] == {"index": 0, "exit_code": None, "failure_class": None}
+    assert any("no longer shows tasks 0,1 of array job 500" in warning and "unknown outcome" in warning
+               for warning in client.warnings)
+
+
+def test_a_task_pending_or_running_is_never_taken_for_forgotten():
+    live = [live_task(None, "PENDING", pending="10-99%8")] + [live_task(i, "RUNNING") for i in range(2, 10)]
+    stub = Stub(live=live, recorded=None)
+    job = stub.client().get(str(ARRAY_ID))
+    assert job["phase"] == "running" and job["array"]["counts"] == {
+        "queued": 90, "running": 8, "completed": 0, "failed": 2, "cancelled": 0}
+    assert job["array"]["unknown_indexes"] == "0,1"
+
+
+def test_the_client_remembers_the_ends_it_saw_when_slurmctld_forgets_them():
+    stub = Stub(live=[live_task(None, "PENDING", pending="10-99%8")] + [
+        live_task(i, "FAILED", 3) if i == 0 else live_task(i) for i in range(10)], recorded=[])
+    client = stub.client()
+    first = client.get(str(ARRAY_ID))
+    assert first["array"]["counts"]["completed"] == 9 and first["array"]["failed_indexes"] == "0"
+    # MinJobAge later: tasks 0-9 are gone, 10-17 run.
+    stub.live = [live_task(None, "PENDING", pending="18-99%8")] + [live_task(i, "RUNNING") for i in range(10, 18)]
+    sent = len(stub.paths())
+    again = client.get(str(ARRAY_ID))
+    assert stub.paths()[sent:] == ["/slurm/v0.0.42/job/%d" % ARRAY_ID]
+    assert again["array"]["counts"] == {"queued": 82, "running": 8, "completed": 9, "failed": 1, "cancelled": 0}
+    assert again["array"]["failed_indexes"] == "0" and "unknown_indexes" not in again["array"]
+    assert again["array"]["failures"] == [{"index": 0, "exit_code": 3, "failure_class": "non_zero_exit"}]
+    assert client.warnings == []
+
+
+def test_forgotten_ends_read_from_accounting_are_not_read_again():
+    recorded = [accounting_task(i, "FAILED", 3) for i in (0, 1)]
+    stub = Stub(live=[live_task(i) for i in range(2, 100)], recorded=recorded)
+    client = stub.client()
+    client.get(str(ARRAY_ID))
+    sent = len(stub.paths())
+    job = client.get(str(ARRAY_ID))
+    assert stub.paths()[sent:] == ["/slurm/v0.0.42/job/%d" % ARRAY_ID]
+    assert job["phase"] == "failed" and job["array"]["failed_indexes"] == "0,1" and "unknown_indexes" not in job["array"]
 
 
 def test_capacity_counts_the_tasks_slurmctld_lists():
@@ -318,3 +359,14 @@ def test_older_rest_versions_are_not_asked_for_slurm_conf():
     stub = ConfStub("v0.0.42")
     stub.client().check(spec(array={"indexes": "0-5000"}))
     assert "/slurm/v0.0.42/conf" not in stub.sent
+
+
+def test_a_client_remembers_the_task_ends_of_its_last_arrays_only():
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm import client as slurm_client
+
+    stub = Stub(live=[], recorded=None)
+    client = stub.client()
+    for array in range(slurm_client.REMEMBERED_ARRAYS + 5):
+        client._folded([dict(task, array_task=dict(task["array_task"], array_job_id=str(array)))
+                        for task in [normalize_job(live_task(0))]])
+    assert len(client._ended_tasks) == slurm_client.REMEMBERED_ARRAYS and "0" not in client._ended_tasks
