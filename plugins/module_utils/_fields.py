@@ -72,7 +72,6 @@ TIME_TEXT = "minutes (90), MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
 DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
-ARRAYS_NOT_YET = "this backend does not run arrays yet"
 INDEX_DOC = "a range C(0-99), a step C(0-98:2), a comma list of them (C(1,3,5-7)) or a list of numbers"
 # The failure classes of _backend.FAILURE_CLASSES a job can be retried for: a cancelled job was
 # cancelled by someone, and a rejected one would be rejected again.
