@@ -269,9 +269,11 @@ def run_batch(module, client):
         results.update((index, outcome) for (index, _spec), outcome in zip(specs, outcomes))
     else:
         targets = [(index, params["identity"]) for index, params in valid]
+        # An item with retry runs as attempts: its latest attempt is the one cancelled.
+        limits = dict((params["identity"], (params.get("retry") or {}).get("limit")) for _index, params in valid)
         outcomes = ensure_many_absent(client, [identity for _index, identity in targets], check_mode=module.check_mode,
                                       wait=module.params["wait"], wait_timeout=module.params["wait_timeout"],
-                                      poll_interval=module.params["poll_interval"])
+                                      poll_interval=module.params["poll_interval"], limits=limits)
         results.update((index, outcome) for (index, _identity), outcome in zip(targets, outcomes))
     ordered = [results[index] for index in range(len(items))]
     if not module.params["include_native"]:
