@@ -22,13 +22,12 @@ import calendar
 import collections
 import re
 
+from ansible_collections.bridge.hpc.plugins.module_utils._arrays import failed_indexes, index_text
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import rfc3339
 
 WAIT, SUBMIT, BACKOFF, DONE = "wait", "submit", "backoff", "done"
 # What an attempt record keeps of its job (job["attempts"], a BridgeJob's status.attempts).
 ATTEMPT_KEYS = ("job_id", "identity", "phase", "failure_class", "exit_code", "submit_time", "start_time", "end_time")
-# Classes that are never retried, whatever `classes` lists: a rejected job would be refused again.
-NEVER_RETRIED = frozenset(["rejected"])
 
 # action: WAIT for `job` (attempt `attempt`, queued or running); SUBMIT attempt `attempt` now;
 # BACKOFF: submit attempt `attempt` at epoch `due`; DONE: `job` is the last attempt, `reason` says
@@ -79,8 +78,6 @@ def attempt_spec(spec, attempt, indexes=None):
 
 def narrowed_array(array, indexes):
     """spec["array"] for `indexes`, a subset of its own."""
-    from ansible_collections.bridge.hpc.plugins.module_utils._arrays import index_text
-
     indexes = tuple(sorted(set(indexes)))
     return dict(array, indexes=indexes, text=index_text(indexes), size=len(indexes))
 
@@ -101,7 +98,9 @@ def epoch(text):
 
 
 def retryable(retry, failure_class):
-    return failure_class in (retry.get("classes") or ()) and failure_class not in NEVER_RETRIED
+    """Whether `retry` retries a failure of `failure_class` (normalize_retry allows no class that
+    cannot succeed another time: cancelled, rejected)."""
+    return failure_class in (retry.get("classes") or ())
 
 
 def array_indexes(retry, job):
@@ -109,16 +108,12 @@ def array_indexes(retry, job):
     class is retried, and those whose class is not. An index whose class the record does not list
     (it lists the first failures only) is run again only when every listed failure's class is
     retried."""
-    from ansible_collections.bridge.hpc.plugins.module_utils._arrays import parse_indexes
-
-    array = job.get("array") or {}
-    failed = parse_indexes(array.get("failed_indexes") or []) if array.get("failed_indexes") else ()
-    listed = dict((failure["index"], failure.get("failure_class")) for failure in array.get("failures") or ())
+    listed = dict((failure["index"], failure.get("failure_class")) for failure in (job.get("array") or {}).get("failures") or ())
     unlisted_retried = all(retryable(retry, failure_class) for failure_class in listed.values())
     again, left = [], []
-    for index in failed:
-        known = index in listed
-        (again if (retryable(retry, listed[index]) if known else unlisted_retried) else left).append(index)
+    for index in failed_indexes(job):
+        retried = retryable(retry, listed[index]) if index in listed else unlisted_retried
+        (again if retried else left).append(index)
     return tuple(again), tuple(left)
 
 
