@@ -190,7 +190,8 @@ def ensure_attempts(client, spec, check_mode, wait, wait_timeout, poll_interval,
     anything is submitted, then the attempt _retry.decide names. Without `wait` one step: the next
     attempt is submitted when it is due, else the latest is reported with job["next_attempt"].
     With `wait`, attempts run (backoffs slept) until one completes, none may follow, or
-    wait_timeout passes for all of them together."""
+    wait_timeout passes for all of them together. Check mode waits for nothing."""
+    wait = wait and not check_mode
     result = {"changed": False, "rendered": client.render(spec), "failed": False}
     identities, names = retries.lookup_keys(spec)
     found = client.find_many(identities, names=names)
@@ -233,8 +234,8 @@ def ensure_attempts(client, spec, check_mode, wait, wait_timeout, poll_interval,
         if job.get("failure_class") == "rejected" and cancel_rejected:
             job = _cancel_hopeless(client, job)
         found[_identity_found(spec, decision.attempt, found)] = job
-        if timed_out:
-            break
+        if timed_out or job.get("failure_class") == "rejected":
+            break  # a job that can never start, left pending (cancel_rejected false), is waited for no more
     decision = retries.decide(spec, found, wallclock())
     job = retries.with_attempts(spec, found, decision.job, decision)
     result["diff"] = {"before": summary(before), "after": summary(job)}
