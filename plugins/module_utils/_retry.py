@@ -132,6 +132,8 @@ def after(retry, attempt, job, now):
         return Decision(WAIT, attempt, job, None, "attempt %d is %s" % (attempt, job.get("phase")), None)
     if job.get("phase") == "completed":
         return Decision(DONE, attempt, job, None, "attempt %d completed" % attempt, None)
+    if job.get("phase") == "cancelled" and job.get("failure_class") in (None, "cancelled"):
+        return Decision(DONE, attempt, job, None, "attempt %d was cancelled" % attempt, None)
     failure_class = job.get("failure_class") or job.get("phase")
     limit = (retry or {}).get("limit") or 0
     if attempt >= limit:
@@ -186,13 +188,15 @@ def record(attempt, job):
 
 
 def left_failures(spec, attempts):
-    """The failed indexes earlier attempts of an array left without running again: [(attempt, indexes)]."""
+    """The failed indexes earlier attempts of an array left without running again, as
+    [(attempt, indexes, failure class of the first)]."""
     left = []
     for attempt, job in attempts[:-1]:
         if job.get("array") and job.get("phase") == "failed":
             indexes = array_indexes(spec.get("retry") or {}, job)[1]
             if indexes:
-                left.append((attempt, indexes))
+                classes = dict((failure["index"], failure.get("failure_class")) for failure in job["array"].get("failures") or ())
+                left.append((attempt, indexes, classes.get(indexes[0]) or job.get("failure_class") or "non_zero_exit"))
     return left
 
 
@@ -209,8 +213,8 @@ def with_attempts(spec, found, job, decision=None):
                                "due": rfc3339(max(decision.due, 1))}
     left = left_failures(spec, attempts)
     if left and job.get("terminal") and job.get("phase") == "completed":
-        attempt, indexes = left[0]
-        job.update(phase="failed", failure_class=dict(attempts)[attempt].get("failure_class") or "non_zero_exit",
-                   reason="indexes %s of attempt %d failed with a class that is not retried" % (
-                       ",".join(str(index) for index in indexes[:20]), attempt))
+        attempt, indexes, failure_class = left[0]
+        job.update(phase="failed", failure_class=failure_class, exit_code=None,
+                   reason="indexes %s of attempt %d failed (%s), a class that is not retried" % (
+                       index_text(indexes), attempt, failure_class))
     return job
