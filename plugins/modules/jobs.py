@@ -143,7 +143,7 @@ results:
           C(job_id) (null in check mode), C(name), C(identity), phase C(queued), C(terminal),
           C(native_state), C(reason), C(exit_code), C(signal) and C(failure_class), and besides them
           the spec's queue as C(partition) and the backend's name as C(backend).
-        - An item with C(retry) takes one step (docs/spec.md, Retries): its latest attempt's job, with C(attempts)
+        - An item with C(retry) takes one step (docs/spec.md, Retries) and returns its latest attempt's job, with C(attempts)
           and, while the next attempt waits for its backoff, C(next_attempt), as M(bridge.hpc.job) returns them;
           with O(state=absent) the latest attempt is cancelled.
       type: dict

@@ -42,6 +42,11 @@ def slurm_job(version, timeout=120, **args):
     return result
 
 
+def failed(result):
+    """Whether the task failed (ansible prints "localhost | FAILED! => ...")."""
+    return "FAILED" in result["_head"]
+
+
 def slurm_client(values):
     from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
@@ -72,7 +77,7 @@ def test_a_slurm_time_limit_is_retried_on_timeout_and_the_next_attempt_completes
     started = time.monotonic()
     result = slurm_job(version, timeout=480, **args)
     took = time.monotonic() - started
-    assert result.get("failed") is not True, result
+    assert not failed(result), result
     assert result["phase"] == "completed" and result["identity"] == identity, result
     assert attempts_of(result) == [(0, identity, "failed", "timeout"), (1, identity + ".1", "completed", None)]
     first, second = result["job"]["attempts"]
@@ -90,13 +95,13 @@ def test_exit_3_is_retried_only_when_non_zero_exit_is_listed(version):
     tag = uuid.uuid4().hex[:8]
     not_listed = slurm_job(version, **base_args("retry-exit-%s-a" % tag, second_run_succeeds(marker("exit-a"), "exit 3"),
                                                 retry={"limit": 2}, wait=True, wait_timeout=120))
-    assert not_listed.get("failed") is True and "FAILED" in not_listed["_head"], not_listed
+    assert failed(not_listed), not_listed
     assert not_listed["failure_class"] == "non_zero_exit" and not_listed["exit_code"] == 3, not_listed
     assert attempts_of(not_listed) == [(0, "retry-exit-%s-a" % tag, "failed", "non_zero_exit")]
     identity = "retry-exit-%s-b" % tag
     listed = slurm_job(version, **base_args(identity, second_run_succeeds(marker("exit-b"), "exit 3"),
                                             retry={"limit": 2, "classes": ["non_zero_exit"]}, wait=True, wait_timeout=120))
-    assert listed.get("failed") is not True and listed["phase"] == "completed", listed
+    assert not failed(listed) and listed["phase"] == "completed", listed
     assert attempts_of(listed) == [(0, identity, "failed", "non_zero_exit"), (1, identity + ".1", "completed", None)]
     assert listed["job"]["attempts"][0]["exit_code"] == 3
 
@@ -141,7 +146,7 @@ def test_a_job_slurm_requeues_stays_queued_and_is_no_failed_attempt(version):
         seen = slurm_job(version, **args)
         assert seen["changed"] is False and seen["job_id"] == job_id and seen["phase"] in ("queued", "running"), seen
         done = slurm_job(version, timeout=400, **dict(args, wait=True, wait_timeout=330))
-        assert done.get("failed") is not True and done["phase"] == "completed", done
+        assert not failed(done) and done["phase"] == "completed", done
         assert done["job_id"] == job_id and attempts_of(done) == [(0, identity, "completed", None)]
         assert client.find(identity + ".1") is None
         print("Slurm %s: job %s requeued (%s), then completed under the same id" % (version, job_id, queued["reason"]))
