@@ -6,8 +6,9 @@ Covered: a real Slurm time limit (1 minute, the script sleeps longer) retried on
 attempt .1 completing; `exit 3` retried only when `non_zero_exit` is listed; a job `scontrol
 requeue` puts back in the queue stays one attempt, queued with the reason "requeued by Slurm (1
 restart)", and completes under its own job id; a real OOM kill of a Pod with a 32Mi memory limit,
-retried as `out_of_memory`. A script tells its attempts apart by a marker file it leaves on the
-first run (each Slurm cluster runs its jobs on one host, or in one chroot).
+retried as `out_of_memory`; an Indexed Job whose index 7 fails, whose attempt .1 runs index 7
+alone. A Slurm script tells its attempts apart by a marker file it leaves on the first run (each
+Slurm cluster runs its jobs on one host, or in one chroot).
 """
 
 import json
@@ -184,3 +185,34 @@ def test_an_oom_kill_on_the_kubernetes_node_is_retried_as_out_of_memory():
         print("Kubernetes: %s" % result["msg"])
     finally:
         core.delete_namespace(namespace)
+
+
+def test_an_indexed_job_runs_only_its_failed_index_again():
+    from kubernetes import client as k8s
+    from kubernetes import config
+
+    from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_present
+
+    from conftest import kube_namespace
+    from test_k8s_arrays import SCRIPT, backend, logs_by_index, spec
+
+    node = require_kube_node()
+    namespace = kube_namespace(node, "retry-array")
+    api = config.new_client_from_config(node["KUBECONFIG"])
+    try:
+        client = backend(node, namespace)
+        identity = "sweep-%s" % uuid.uuid4().hex[:6]
+        job_spec = spec(client, node, identity, script=SCRIPT, array={"indexes": "3,7,20-22", "parallelism": 2},
+                        retry={"limit": 1, "classes": ["non_zero_exit"]})
+        result = ensure_present(client, job_spec, wait=True, wait_timeout=300, poll_interval=2)
+        job = result["job"]
+        assert [(a["attempt"], a["identity"], a["phase"]) for a in job["attempts"]] == [
+            (0, identity, "failed"), (1, identity + ".1", "failed")], result
+        # Attempt 1 is an array of index 7 alone, which sees its own index again.
+        assert job["array"]["indexes"] == "7" and job["array"]["size"] == 1 and job["array"]["failed_indexes"] == "7"
+        assert result["failed"] is True and "exit code 7" in result["msg"], result["msg"]
+        logs = logs_by_index(api, namespace, job["job_id"])
+        assert list(logs.values()) == ["index 7 completion 0\n"], logs
+        print("Kubernetes array: %s" % result["msg"])
+    finally:
+        k8s.CoreV1Api(api).delete_namespace(namespace)
