@@ -261,3 +261,26 @@ def test_the_batch_looks_every_attempt_up_once_and_takes_one_step_each():
     assert second[1]["job"]["phase"] == "failed" and "next_attempt" not in second[1]["job"]
     cancelled = ensure_many_absent(backend, ["run-1", "run-2"], limits={"run-1": 2})
     assert [item["changed"] for item in cancelled] == [True, False] and backend.cancels == ["102"]
+
+
+# ------------------------------------------------------------------ Slurm's own requeue
+
+
+@pytest.mark.parametrize("native, reason", [
+    ({"job_state": ["PENDING"], "restart_cnt": 2, "state_reason": "BeginTime"}, "requeued by Slurm (2 restarts): BeginTime"),
+    ({"job_state": ["PREEMPTED", "REQUEUED", "COMPLETING"], "restart_cnt": 0}, "requeued by Slurm (0 restarts)"),
+    ({"job_state": "REQUEUED", "restart_cnt": 1, "state_reason": "None"}, "requeued by Slurm (1 restart)"),
+])
+def test_a_job_slurm_requeues_is_queued_not_failed(native, reason):
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import normalize_job
+
+    job = normalize_job(dict(native, job_id=42))
+    assert (job["phase"], job["terminal"], job["failure_class"], job["reason"]) == ("queued", False, None, reason)
+    assert _retry.decide(spec(classes=["preempted"]), {"run-1": dict(job, identity="run-1")}, T0).action == _retry.WAIT
+
+
+def test_a_running_job_after_a_requeue_is_running():
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import normalize_job
+
+    job = normalize_job({"job_id": 42, "job_state": ["RUNNING"], "restart_cnt": 1, "state_reason": "None"})
+    assert job["phase"] == "running" and job["reason"] is None
