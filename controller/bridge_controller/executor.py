@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 
-from bridge_controller import placement, results
+from bridge_controller import placement, results, retries
 from bridge_controller.backends import credential_keys
 from bridge_controller.backend_objects import KINDS
 from bridge_controller.batches import Batches
@@ -51,7 +51,7 @@ PLACEMENT_RETRY = 5.0
 
 class Executor:
     def __init__(self, kube, cache, runner, queue, max_batch=500, batch_window=0.05, clock=time.monotonic,
-                 status_writers=8, event_writers=0, policy=None, catalog=None):
+                 status_writers=8, event_writers=0, policy=None, catalog=None, wallclock=time.time):
         """`catalog` is the cache of BridgeBackend and ClusterBridgeBackend objects and of namespaces
         (catalog.py); None when there is none: a BridgeJob naming a backend object then waits."""
         self.cache = cache
@@ -60,6 +60,9 @@ class Executor:
         self.runner = runner
         self.queue = queue
         self.clock = clock
+        # The time of day, for what backends report as times (a retry's backoff counts from the end
+        # of the failed attempt): `clock` is monotonic.
+        self.wallclock = wallclock
         self.batches = Batches(max_batch, batch_window, clock)
         self.resolver = Resolver(kube, catalog)
         self.writer = Writer(kube, self._acting, self._count, status_writers, event_writers)
@@ -179,6 +182,8 @@ class Executor:
             self.batches.add("cancel", group, key)
         elif unresolved:
             self._wait_for_backend(key, obj, unresolved)
+        elif actions == ("retry",):
+            self._retry(key, obj, group)
         elif "submit" in actions:
             self.batches.add("submit", group, key)
         elif "poll" in actions:
@@ -186,6 +191,17 @@ class Executor:
         else:
             self.batches.untrack(key)
             self.queue.forget(key)
+
+    def _retry(self, key, obj, group):
+        """Submit the next attempt of a CR whose status.nextAttempt is due; plan it again when it
+        will be. The submit looks every attempt identity up first (retries.py)."""
+        self.batches.untrack(key)
+        delay = retries.seconds_until_next(obj, self.wallclock())
+        if delay > 0:
+            self.queue.add_after(key, delay)
+            return
+        self._count("retries")
+        self.batches.add("submit", group, key)
 
     def _refusal(self, obj):
         """(the Failed condition's reason, why) when the CR is not to be submitted at all, else None:
@@ -333,16 +349,22 @@ class Executor:
         self._count("runner_calls_%s" % action)
         started = self.clock()
         if action == "poll":
-            result = self.runner.run(action, connection, credentials, identities=identities)
+            # A job with spec.retry is read under its current attempt's identity.
+            polled = [retries.poll_identity(obj) for _key, obj in objects]
+            result = self.runner.run(action, connection, credentials, identities=polled)
         else:
-            jobs = ([{"identity": identity} for identity in identities] if action == "cancel" else
+            jobs = ([retries.cancel_item(obj) for _key, obj in objects] if action == "cancel" else
                     [job_params(obj, script=scripts.get(key)) for key, obj in objects])
             result = self.runner.run(action, connection, credentials, jobs=jobs)
         self._count("runner_seconds", self.clock() - started)
         if action != "poll":
-            return results.batch_outcomes(action, identities, result)
-        self._count("polls_failed" if result.get("failed") else "polls")
-        return results.poll_outcomes(identities, result)
+            outcomes = results.batch_outcomes(action, identities, result)
+        else:
+            self._count("polls_failed" if result.get("failed") else "polls")
+            by_attempt = results.poll_outcomes(polled, result)
+            outcomes = dict((identity, by_attempt[attempt]) for identity, attempt in zip(identities, polled))
+        now = self.wallclock()
+        return dict((identity_of(obj), retries.observed(obj, action, outcomes[identity_of(obj)], now)) for _key, obj in objects)
 
     def _credentials_refusal(self, backend_type, credentials):
         """(reason, why) when the Secret holds what the policy does not let a tenant hand the

@@ -22,7 +22,9 @@ FINALIZER = "bridge.dev/cancel-job"
 # add_finalizer   put the finalizer on before any side effect
 # submit          make sure a job with this identity exists (batched per backend)
 # poll            read the job (one list request per backend for all CRs due)
-# cancel          make sure the job with this identity is not queued or running (waits for it)
+# cancel          make sure the job with this identity is not queued or running (waits for it); with
+#                 spec.retry its latest attempt
+# retry           submit the next attempt of a spec.retry once status.nextAttempt is due (retries.py)
 # remove_finalizer  let Kubernetes delete the CR; only after cancel succeeded or nothing ran
 
 
@@ -52,4 +54,6 @@ def plan(obj, refusal=spec_refusal):
         return ("cancel",)
     if not status.get("jobId"):
         return ("submit",)
+    if status.get("nextAttempt"):
+        return ("retry",)
     return ("poll",)

@@ -75,7 +75,7 @@ def overtaken(phase, job):
 
 def desired_status(current, generation, job=None, reachable=None, message=None, submitted=False,
                    backend_error=None, waiting=None, now=None, result_query=None, refusal_reason=None,
-                   placement=None, placed=None, backend=None):
+                   placement=None, placed=None, backend=None, attempts=None, next_attempt=None):
     """The status a CR should have after what was just observed.
 
     `job` is the normalized job (None when not read this time), `reachable` whether the backend
@@ -86,6 +86,8 @@ def desired_status(current, generation, job=None, reachable=None, message=None, 
     the current status holds a placement that names a backend, since a placed job never moves (a
     write computed from a view that lagged another replica's choice must not replace it).
     `backend` is status.backend ({kind, name, type}, or {type} for an inline spec.backend).
+    `attempts` is status.attempts of a job with spec.retry (retries.py), and `next_attempt`
+    status.nextAttempt while a next attempt waits: the job is Queued then, not Failed.
     """
     now = now or now_rfc3339()
     status = dict(current or {})
@@ -106,6 +108,13 @@ def desired_status(current, generation, job=None, reachable=None, message=None, 
         # phase makes it stale (a Completed BridgeJob saying "submitted"), unless this write brings one.
         if message is None and status["phase"] != previous_phase:
             status.pop("message", None)
+    if applied and attempts is not None:
+        status["attempts"] = attempts
+        status["nextAttempt"] = next_attempt
+        if next_attempt:
+            status["phase"] = "Queued"
+    elif applied and status.get("phase") in TERMINAL:
+        status.pop("nextAttempt", None)   # no attempt follows a job that ended otherwise (cancelled)
     status.setdefault("phase", "Pending")
     status["observedGeneration"] = generation
     if message is not None:
@@ -125,8 +134,11 @@ def desired_status(current, generation, job=None, reachable=None, message=None, 
     succeeded_message = "exit code %s" % status["exitCode"] if phase == "Completed" and status.get("exitCode") is not None else ""
     conditions = set_condition(conditions, "Succeeded", phase == "Completed", phase, succeeded_message, now, generation)
     failed_reason = refusal_reason or status.get("failureClass") or "Failed"
-    conditions = set_condition(conditions, "Failed", phase == "Failed", failed_reason if phase == "Failed" else phase,
-                               status.get("reason") or "" if phase == "Failed" else "", now, generation)
+    if status.get("nextAttempt"):
+        conditions = set_condition(conditions, "Failed", False, "Retrying", status.get("message") or "", now, generation)
+    else:
+        conditions = set_condition(conditions, "Failed", phase == "Failed", failed_reason if phase == "Failed" else phase,
+                                   status.get("reason") or "" if phase == "Failed" else "", now, generation)
     conditions = set_condition(conditions, "Cancelled", phase == "Cancelled", phase, "", now, generation)
     if reachable is not None:
         conditions = set_condition(conditions, "BackendReachable", reachable,

@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import time
 
+from ansible_collections.bridge.hpc.plugins.module_utils import _retry as retries
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import TERMINAL_PHASES
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed, BridgeError, CredentialsRefused, NotFound
 
@@ -143,7 +144,10 @@ def find_existing(client, spec):
 
 
 def ensure_present(client, spec, check_mode=False, wait=False, wait_timeout=600, poll_interval=5,
-                   cancel_rejected=True, sleep=time.sleep, clock=time.monotonic):
+                   cancel_rejected=True, sleep=time.sleep, clock=time.monotonic, wallclock=time.time):
+    if spec.get("retry"):
+        return ensure_attempts(client, spec, check_mode, wait, wait_timeout, poll_interval, cancel_rejected, sleep,
+                               clock, wallclock)
     rendered = client.render(spec)
     existing = find_existing(client, spec)
     result = {"changed": False, "rendered": rendered, "failed": False}
@@ -180,6 +184,92 @@ def ensure_present(client, spec, check_mode=False, wait=False, wait_timeout=600,
     return result
 
 
+def ensure_attempts(client, spec, check_mode, wait, wait_timeout, poll_interval, cancel_rejected, sleep, clock,
+                    wallclock):
+    """ensure_present of a spec with retry (_retry.py): one lookup of every attempt identity before
+    anything is submitted, then the attempt _retry.decide names. Without `wait` one step: the next
+    attempt is submitted when it is due, else the latest is reported with job["next_attempt"].
+    With `wait`, attempts run (backoffs slept) until one completes, none may follow, or
+    wait_timeout passes for all of them together. Check mode waits for nothing."""
+    wait = wait and not check_mode
+    result = {"changed": False, "rendered": client.render(spec), "failed": False}
+    identities, names = retries.lookup_keys(spec)
+    found = client.find_many(identities, names=names)
+    if getattr(client, "lookup", None):
+        result["lookup"] = client.lookup
+    before = _latest(spec, found)
+    deadline = clock() + wait_timeout
+    timed_out = False
+    while True:
+        decision = retries.decide(spec, found, wallclock())
+        if decision.action == retries.SUBMIT:
+            attempt = retries.attempt_spec(spec, decision.attempt, decision.indexes)
+            result["rendered"] = client.render(attempt)
+            client.check(attempt)
+            if check_mode:
+                found[attempt["identity"]] = predicted_job(attempt, client)
+                result["changed"] = True
+                break
+            found[attempt["identity"]] = client.get(client.submit(attempt))
+            result["changed"] = True
+            if not wait:
+                break
+            continue
+        if not wait or decision.action == retries.DONE:
+            break
+        remaining = deadline - clock()
+        if decision.action == retries.BACKOFF:
+            if decision.due - wallclock() > remaining:
+                timed_out = True
+                break
+            sleep(max(decision.due - wallclock(), 0))
+            continue
+        job = decision.job
+        try:
+            job, timed_out = wait_for(client, job["job_id"], max(remaining, 0), poll_interval, sleep=sleep, clock=clock,
+                                      last=job)
+        except CredentialsRefused as exc:
+            result["diff"] = {"before": summary(before), "after": summary(exc.job)}
+            return refused_result(result, exc)
+        if job.get("failure_class") == "rejected" and cancel_rejected:
+            job = _cancel_hopeless(client, job)
+        found[_identity_found(spec, decision.attempt, found)] = job
+        if timed_out or job.get("failure_class") == "rejected":
+            break  # a job that can never start, left pending (cancel_rejected false), is waited for no more
+    decision = retries.decide(spec, found, wallclock())
+    job = retries.with_attempts(spec, found, decision.job, decision)
+    result["diff"] = {"before": summary(before), "after": summary(job)}
+    result["job"] = job
+    if wait:
+        result["failed"], result["msg"] = outcome(job, timed_out and decision.action != retries.BACKOFF, wait_timeout)
+        if timed_out and decision.action == retries.BACKOFF:
+            result["failed"] = True
+            result["msg"] += "; attempt %d was due at %s, after wait_timeout (%s seconds)" % (
+                decision.attempt, job["next_attempt"]["due"], wait_timeout)
+    else:
+        result["msg"] = "job %s is %s" % (job.get("job_id"), job["phase"])
+        if job.get("next_attempt"):
+            result["msg"] += "; attempt %d (%s) is due at %s" % (decision.attempt, job["next_attempt"]["identity"],
+                                                                job["next_attempt"]["due"])
+    if len(job["attempts"]) > 1 or job.get("next_attempt"):
+        result["msg"] += " (attempt %d of at most %d)" % (job["attempts"][-1]["attempt"], retries.limit_of(spec) + 1)
+    return result
+
+
+def _latest(spec, found):
+    """The job of a spec's latest attempt in `found`, or None."""
+    attempts = retries.attempts_found(spec, found)
+    return attempts[-1][1] if attempts else None
+
+
+def _identity_found(spec, attempt, found):
+    """The key of `found` attempt `attempt`'s job is under (attempt 0's may be an alias)."""
+    identity = retries.attempt_identity(spec["identity"], attempt)
+    if attempt or identity in found:
+        return identity
+    return next((alias for alias in spec.get("identity_aliases") or () if alias in found), identity)
+
+
 def refused_result(result, refused):
     """`result` failed by CredentialsRefused: its message and error, and the job as last seen."""
     result.update(failed=True, msg=str(refused), error=refused.to_dict(), job=refused.job)
@@ -204,13 +294,18 @@ def _cancel_hopeless(client, job):
 def ensure_absent(client, job_id=None, identity=None, spec=None, check_mode=False, wait=False, wait_timeout=600,
                   poll_interval=5, sleep=time.sleep, clock=time.monotonic):
     """Cancel the job if it still runs or waits; a finished or unknown job is left as it is. The job
-    is `job_id`, else the one of `identity`, else the one `spec` (normalized) has."""
+    is `job_id`, else the one of `identity`, else the one `spec` (normalized) has: with retry, its
+    latest attempt, found with one lookup of all attempt identities (spec may then be no more than
+    {identity, name, retry}, for an identity given with retry)."""
     job = None
     if job_id is not None:
         try:
             job = client.get(job_id)
         except NotFound:
             job = None
+    elif spec is not None and spec.get("retry"):
+        identities, names = retries.lookup_keys(spec)
+        job = _latest(spec, client.find_many(identities, names=names))
     elif identity is not None:
         job = client.find(identity)
     elif spec is not None:
@@ -254,15 +349,18 @@ def forgotten(job):
     return dict(job, phase="cancelled", terminal=True, failure_class="cancelled", reason="deleted")
 
 
-def ensure_many_present(client, specs, check_mode=False):
+def ensure_many_present(client, specs, check_mode=False, wallclock=time.time):
     """Submit every spec whose identity has no job yet, with one lookup for the whole batch.
 
     Each job's outcome stands on its own: a refused spec does not stop the others. A submitted
     job is reported as queued without reading it back; whoever polls reads all jobs at once.
+    A spec with retry looks up all its attempt identities in the same lookup and takes one step:
+    the attempt _retry.decide names is submitted when due, else its latest attempt is reported,
+    with job["attempts"] and, while the next attempt waits for its backoff, job["next_attempt"].
     """
     identities, names = [], []
     for spec in specs:
-        more_identities, more_names = lookup_keys(spec)
+        more_identities, more_names = (retries.lookup_keys if spec.get("retry") else lookup_keys)(spec)
         identities.extend(more_identities)
         names.extend(more_names)
     existing = client.find_many(identities, names=names)
@@ -271,18 +369,40 @@ def ensure_many_present(client, specs, check_mode=False):
         item = {"identity": spec["identity"], "changed": False, "failed": False}
         try:
             item["rendered"] = client.render(spec)
-            job = first_found(existing, spec)
-            if job is None:
-                client.check(spec)
-                job = predicted_job(spec, client)
-                if not check_mode:
-                    job.update(job_id=client.submit(spec), reason="submitted")
-                item["changed"] = True
-            item["job"] = job
+            if spec.get("retry"):
+                item["changed"], item["job"], item["rendered"] = _step(client, spec, existing, check_mode, wallclock,
+                                                                       item["rendered"])
+            else:
+                job = first_found(existing, spec)
+                if job is None:
+                    client.check(spec)
+                    job = predicted_job(spec, client)
+                    if not check_mode:
+                        job.update(job_id=client.submit(spec), reason="submitted")
+                    item["changed"] = True
+                item["job"] = job
         except BridgeError as exc:
             item.update(failed=True, error=exc.to_dict(), msg=str(exc))
         results.append(item)
     return results
+
+
+def _step(client, spec, found, check_mode, wallclock, rendered):
+    """(changed, job, rendered) of one step of a spec with retry in a batch: the attempt that is due
+    submitted (reported queued, not read back), else the latest attempt as found."""
+    found = dict((identity, found[identity]) for identity in retries.lookup_keys(spec)[0] if identity in found)
+    decision = retries.decide(spec, found, wallclock())
+    changed = decision.action == retries.SUBMIT
+    if changed:
+        attempt = retries.attempt_spec(spec, decision.attempt, decision.indexes)
+        rendered = client.render(attempt) if decision.attempt else rendered
+        client.check(attempt)
+        job = predicted_job(attempt, client)
+        if not check_mode:
+            job.update(job_id=client.submit(attempt), reason="submitted")
+        found[attempt["identity"]] = job
+        decision = retries.decide(spec, found, wallclock())
+    return changed, retries.with_attempts(spec, found, decision.job, decision), rendered
 
 
 def read_many(client, identities):
@@ -292,17 +412,25 @@ def read_many(client, identities):
 
 
 def ensure_many_absent(client, identities, check_mode=False, wait=False, wait_timeout=600, poll_interval=5,
-                       sleep=time.sleep, clock=time.monotonic):
+                       sleep=time.sleep, clock=time.monotonic, limits=None):
     """Cancel every listed job that is still queued or running, with one lookup for the batch.
 
-    With `wait`, every poll reads all cancelled jobs with one list request until they are finished.
+    `limits` gives the retry limit of an identity whose job runs as attempts (_retry.py): its
+    latest attempt is the one cancelled, found in the same lookup. With `wait`, every poll reads
+    all cancelled jobs with one list request until they are finished.
     """
-    found = client.find_many(identities)
-    results = dict((identity, {"identity": identity, "changed": False, "failed": False, "job": found.get(identity)})
+    limits = limits or {}
+    attempts = dict((identity, retries.attempt_identities({"identity": identity, "retry": {"limit": limits.get(identity)}}))
+                    for identity in identities)
+    found = client.find_many([attempt for identity in identities for attempt in attempts[identity]])
+    # The identity of each job's latest attempt found (its own when there is none).
+    latest = dict((identity, ([attempt for attempt in attempts[identity] if attempt in found] or [identity])[-1])
+                  for identity in identities)
+    results = dict((identity, {"identity": identity, "changed": False, "failed": False, "job": found.get(latest[identity])})
                    for identity in identities)
     cancelled = []
     for identity in identities:
-        job = found.get(identity)
+        job = found.get(latest[identity])
         if job is None or job.get("terminal"):
             continue
         results[identity]["changed"] = True
@@ -316,10 +444,11 @@ def ensure_many_absent(client, identities, check_mode=False, wait=False, wait_ti
             results[identity].update(failed=True, error=exc.to_dict(), msg=str(exc))
     deadline = clock() + wait_timeout
     while wait and cancelled:
-        now = client.find_many(cancelled)
+        now = client.find_many([latest[identity] for identity in cancelled])
         for identity in cancelled:
-            results[identity]["job"] = now.get(identity) or forgotten(results[identity]["job"])
-        cancelled = [identity for identity in cancelled if identity in now and not now[identity].get("terminal")]
+            results[identity]["job"] = now.get(latest[identity]) or forgotten(results[identity]["job"])
+        cancelled = [identity for identity in cancelled
+                     if latest[identity] in now and not now[latest[identity]].get("terminal")]
         if not cancelled or clock() >= deadline:
             break
         sleep(min(poll_interval, max(deadline - clock(), 0)))

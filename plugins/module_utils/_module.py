@@ -138,12 +138,17 @@ def run_job(module, client):
     if params["state"] == "present":
         spec = normalize_spec(params, client)
         result = ensure_present(client, spec, cancel_rejected=params["cancel_rejected"], **wait_args)
-        # An alias when the job was found under the identity an earlier Bridge derived.
-        result["identity"] = (result.get("job") or {}).get("identity") or spec["identity"]
+        # An alias when the job was found under the identity an earlier Bridge derived; the spec's
+        # own for a job of attempts (each attempt's job carries its attempt identity).
+        job_identity = None if spec.get("retry") else (result.get("job") or {}).get("identity")
+        result["identity"] = job_identity or spec["identity"]
     else:
         identity, spec = params.get("identity"), None
         if params.get("job_id") is None and identity is None and params.get("script"):
             spec = normalize_spec(params, client)
+        elif params.get("job_id") is None and identity is not None and (params.get("retry") or {}).get("limit"):
+            # Its latest attempt is the job to cancel: all attempt identities are looked up.
+            spec = {"identity": identity, "name": params.get("name"), "retry": {"limit": params["retry"]["limit"]}}
         if params.get("job_id") is None and identity is None and spec is None:
             raise SpecError("job_id", "state=absent needs job_id, identity, or the job's spec to derive its identity")
         result = ensure_absent(client, job_id=params.get("job_id"), identity=identity, spec=spec, **wait_args)

@@ -139,6 +139,9 @@ job:
       M(bridge.hpc.quantum_job)).
     - In check mode, a job that would be submitted is predicted, with C(job_id) null, phase
       C(queued) and neither times nor C(native).
+    - With O(retry), the latest attempt's job, plus C(attempts), a record per attempt found (C(attempt),
+      C(identity), C(job_id), C(phase), C(failure_class), C(exit_code) and the three times), and while the next
+      attempt waits for its backoff C(next_attempt) (C(attempt), C(identity), C(due)); docs/spec.md, Retries.
   returned: always
   type: dict
   contains:

@@ -143,6 +143,9 @@ results:
           C(job_id) (null in check mode), C(name), C(identity), phase C(queued), C(terminal),
           C(native_state), C(reason), C(exit_code), C(signal) and C(failure_class), and besides them
           the spec's queue as C(partition) and the backend's name as C(backend).
+        - An item with C(retry) takes one step (docs/spec.md, Retries) and returns its latest attempt's job, with C(attempts)
+          and, while the next attempt waits for its backoff, C(next_attempt), as M(bridge.hpc.job) returns them;
+          with O(state=absent) the latest attempt is cancelled.
       type: dict
       contains:
         job_id:
@@ -269,9 +272,11 @@ def run_batch(module, client):
         results.update((index, outcome) for (index, _spec), outcome in zip(specs, outcomes))
     else:
         targets = [(index, params["identity"]) for index, params in valid]
+        # An item with retry runs as attempts: its latest attempt is the one cancelled.
+        limits = dict((params["identity"], (params.get("retry") or {}).get("limit")) for _index, params in valid)
         outcomes = ensure_many_absent(client, [identity for _index, identity in targets], check_mode=module.check_mode,
                                       wait=module.params["wait"], wait_timeout=module.params["wait_timeout"],
-                                      poll_interval=module.params["poll_interval"])
+                                      poll_interval=module.params["poll_interval"], limits=limits)
         results.update((index, outcome) for (index, _identity), outcome in zip(targets, outcomes))
     ordered = [results[index] for index in range(len(items))]
     if not module.params["include_native"]:

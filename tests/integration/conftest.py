@@ -215,9 +215,10 @@ def private_ray_head(ports, **settings):
     return private_service("ray-cluster.sh", "ray", dict(ports, **settings))
 
 
-def adhoc_with_env_file(env_file, module, *args):
+def adhoc_with_env_file(env_file, module, *args, **options):
     """`set -a; . ENV_FILE; set +a; ansible localhost -m MODULE ARGS...` as a user types it, with
-    nothing else in the environment but what finds the venv and this collection."""
+    nothing else in the environment but what finds the venv and this collection; killed after
+    options["timeout"] seconds (120)."""
     env = {
         "PATH": VENV_BIN + os.pathsep + "/usr/sbin:/usr/bin:/sbin:/bin",
         "HOME": os.environ.get("HOME", "/root"),
@@ -229,7 +230,7 @@ def adhoc_with_env_file(env_file, module, *args):
     }
     command = 'set -a; . "$1"; set +a; shift; exec ansible localhost -m "$@"'
     return subprocess.run(["bash", "-c", command, "adhoc", env_file, module] + list(args),
-                          env=env, capture_output=True, text=True, timeout=120, check=False)
+                          env=env, capture_output=True, text=True, timeout=options.get("timeout", 120), check=False)
 
 
 def adhoc_result(completed):

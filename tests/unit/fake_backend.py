@@ -113,3 +113,27 @@ class FakeBackend(Backend):
 
     def close(self):
         pass
+
+
+class FatedBackend(FakeBackend):
+    """A FakeBackend whose n-th submitted job meets the n-th of `fates` at its first read: (phase,
+    extra fields), such as ("failed", {"failure_class": "timeout"}); its end_time is `ended`."""
+
+    def __init__(self, fates, ended="2026-12-04T00:00:00Z"):
+        super(FatedBackend, self).__init__()
+        self.fates = list(fates)
+        self.ended = ended
+
+    def get(self, job_id):
+        job_id = str(job_id)
+        if job_id not in self.jobs:
+            raise NotFound("no such job", "get", "job", job_id, "Fake", "fake://")
+        job = self.jobs[job_id]
+        if not job["terminal"] and job["phase"] != "cancelled" and job.get("fated") is None:
+            phase, extra = self.fates[int(job_id) - 100]
+            extra = dict(extra)
+            if phase in TERMINAL_PHASES:
+                extra.setdefault("end_time", self.ended)
+            job = self._job(job_id, job["identity"], phase, fated=True, **extra)
+            self.jobs[job_id] = job
+        return dict(job)

@@ -60,6 +60,8 @@ FAILURE_CLASS_BY_STATE = {
     "FAILED": "non_zero_exit",
     "SPECIAL_EXIT": "non_zero_exit",
 }
+# Flags of a job Slurm has put back in the queue (REQUEUED while the ended run winds down).
+REQUEUE_FLAGS = frozenset(["REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"])
 # Pending reasons after which Slurm will never start the job by itself: the request does not fit
 # the partition, account or QOS. Slurm accepts such jobs (HTTP 200) and lets them pend forever.
 HOPELESS_REASONS = frozenset([
@@ -206,12 +208,21 @@ def normalize_job(native):
         phase = "queued" if base in ("UNKNOWN", "") else "running"
     reason = text(native.get("state_reason"))
     failure_class = FAILURE_CLASS_BY_STATE.get(base)
+    # A job Slurm requeues (preempted with PreemptMode=REQUEUE, a node failure, scontrol requeue)
+    # waits to run again under its job id: its base state may still name how the run ended
+    # (PREEMPTED) while a REQUEUE flag says it is pending again, so it is queued, not failed.
+    requeued = any(state in REQUEUE_FLAGS for state in states)
+    if requeued:
+        phase, failure_class = "queued", None
     if phase == "failed" and failure_class is None:
         failure_class = "non_zero_exit"
     if phase == "queued" and reason in HOPELESS_REASONS:
         failure_class = "rejected"
     if phase == "completed":
         failure_class = None
+    restarts = number(native.get("restart_cnt")) or 0
+    if phase == "queued" and (requeued or restarts):
+        reason = requeue_reason(restarts, reason)
     terminal = phase in TERMINAL_PHASES
     job = {
         "job_id": required_name(native, "job_id"),
@@ -269,3 +280,9 @@ def at_path(obj, *path):
             return None
         obj = obj.get(key)
     return obj
+
+
+def requeue_reason(restarts, reason):
+    """Why a requeued job waits: "requeued by Slurm (2 restarts)", with Slurm's pending reason."""
+    said = "requeued by Slurm (%d restart%s)" % (restarts, "" if restarts == 1 else "s")
+    return "%s: %s" % (said, reason) if reason else said

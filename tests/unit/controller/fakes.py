@@ -125,9 +125,11 @@ class FakeKube:
 class FakeRunner:
     """Answers like the playbooks would, from an in-memory backend; records every call."""
 
-    def __init__(self, backend):
+    def __init__(self, backend, wallclock=None):
         self.backend = backend
         self.calls = []
+        # The module's time of day, for retries' backoffs (the real one when None).
+        self.wallclock = wallclock
 
     def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120):
         self.calls.append((action, backend.get("url"), len(jobs or identities or ())))
@@ -144,14 +146,16 @@ class FakeRunner:
                 except SpecError as exc:
                     refused[job["identity"]] = {"identity": job["identity"], "changed": False, "failed": True,
                                                 "error": exc.to_dict(), "msg": str(exc)}
-            done = dict((r["identity"], r) for r in _jobs.ensure_many_present(self.backend, specs))
+            clock = {"wallclock": self.wallclock} if self.wallclock else {}
+            done = dict((r["identity"], r) for r in _jobs.ensure_many_present(self.backend, specs, **clock))
             done.update(refused)
             return {"results": [done[job["identity"]] for job in jobs]}
         if action == "poll":
             found, missing = _jobs.read_many(self.backend, identities)
             return {"jobs": found, "missing": missing, "requests": 1}
+        limits = dict((job["identity"], (job.get("retry") or {}).get("limit")) for job in jobs)
         return {"results": _jobs.ensure_many_absent(self.backend, [job["identity"] for job in jobs], wait=True,
-                                                    wait_timeout=wait_timeout, poll_interval=0.01)}
+                                                    wait_timeout=wait_timeout, poll_interval=0.01, limits=limits)}
 
 
 class FakeCatalog:

@@ -1,0 +1,218 @@
+"""Retries by failure class (`retry`) on the real services: Slurm 22.05, 24.11 and 26.05 through
+`ansible localhost -m bridge.hpc.slurm_job` with the cluster's env file, and the Kubernetes node
+through the collection's lifecycle (_jobs.ensure_present) with the kubernetes client.
+
+Covered: a real Slurm time limit (1 minute, the script sleeps longer) retried on `timeout`, its
+attempt .1 completing; `exit 3` retried only when `non_zero_exit` is listed; a job `scontrol
+requeue` puts back in the queue stays one attempt, queued with the reason "requeued by Slurm (1
+restart)", and completes under its own job id; a real OOM kill of a Pod with a 32Mi memory limit,
+retried as `out_of_memory`; an Indexed Job whose index 7 fails, whose attempt .1 runs index 7
+alone. A Slurm script tells its attempts apart by a marker file it leaves on the first run (each
+Slurm cluster runs its jobs on one host, or in one chroot).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from conftest import COLLECTIONS, RUN, SLURM_VERSIONS, adhoc_with_env_file, require_kube_node, require_slurm
+
+sys.path.insert(0, COLLECTIONS)
+
+IMAGE = {"kubernetes": {"image": "localhost/bridge/busybox:latest", "image_pull_policy": "Never"}}
+
+
+def second_run_succeeds(marker, first):
+    """A script whose first run does `first` after leaving `marker`, and whose later runs exit 0."""
+    return "#!/bin/bash\nif [ -e %s ]; then echo again; exit 0; fi\ntouch %s\n%s\n" % (marker, marker, first)
+
+
+def slurm_job(version, timeout=120, **args):
+    """The result of bridge.hpc.slurm_job with `args` (failed or not) on cluster `version`."""
+    path = "%s/slurm-%s/env" % (RUN, version)
+    done = adhoc_with_env_file(path, "bridge.hpc.slurm_job", "-a", json.dumps(args), timeout=timeout)
+    head, _sep, body = done.stdout.partition(" => ")
+    assert body, done.stdout + done.stderr
+    result = json.loads(body)
+    result["_head"] = head
+    return result
+
+
+def failed(result):
+    """Whether the task failed (ansible prints "localhost | FAILED! => ...")."""
+    return "FAILED" in result["_head"]
+
+
+def slurm_client(values):
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
+
+    return SlurmClient(values["SLURM_URL"], user=values.get("SLURM_USER"), token=values.get("SLURM_JWT"))
+
+
+def marker(tag):
+    return "/tmp/bridge-retry-%s-%s" % (tag, uuid.uuid4().hex[:10])
+
+
+def base_args(identity, script, **extra):
+    args = dict(identity=identity, script=script, stdout="/dev/null", working_directory="/tmp", queue="debug",
+                poll_interval=2)
+    args.update(extra)
+    return args
+
+
+def attempts_of(result):
+    return [(a["attempt"], a["identity"], a["phase"], a["failure_class"]) for a in result["job"]["attempts"]]
+
+
+@pytest.mark.parametrize("version", SLURM_VERSIONS)
+def test_a_slurm_time_limit_is_retried_on_timeout_and_the_next_attempt_completes(version):
+    require_slurm(version)
+    identity = "retry-timeout-%s" % uuid.uuid4().hex[:8]
+    args = base_args(identity, second_run_succeeds(marker("timeout"), "sleep 600"), resources={"time_limit": 1},
+                     retry={"limit": 2, "classes": ["timeout"]}, wait=True, wait_timeout=420)
+    started = time.monotonic()
+    result = slurm_job(version, timeout=480, **args)
+    took = time.monotonic() - started
+    assert not failed(result), result
+    assert result["phase"] == "completed" and result["identity"] == identity, result
+    assert attempts_of(result) == [(0, identity, "failed", "timeout"), (1, identity + ".1", "completed", None)]
+    first, second = result["job"]["attempts"]
+    assert first["job_id"] != second["job_id"] and result["job_id"] == second["job_id"]
+    print("Slurm %s: attempt 0 (job %s) timed out, attempt 1 (job %s) completed; %.0f s in all"
+          % (version, first["job_id"], second["job_id"], took))
+    # Run again: every attempt is found by its identity, nothing is submitted.
+    again = slurm_job(version, **dict(args, wait=False))
+    assert again["changed"] is False and again["job_id"] == second["job_id"], again
+
+
+@pytest.mark.parametrize("version", SLURM_VERSIONS)
+def test_exit_3_is_retried_only_when_non_zero_exit_is_listed(version):
+    require_slurm(version)
+    tag = uuid.uuid4().hex[:8]
+    not_listed = slurm_job(version, **base_args("retry-exit-%s-a" % tag, second_run_succeeds(marker("exit-a"), "exit 3"),
+                                                retry={"limit": 2}, wait=True, wait_timeout=120))
+    assert failed(not_listed), not_listed
+    assert not_listed["failure_class"] == "non_zero_exit" and not_listed["exit_code"] == 3, not_listed
+    assert attempts_of(not_listed) == [(0, "retry-exit-%s-a" % tag, "failed", "non_zero_exit")]
+    identity = "retry-exit-%s-b" % tag
+    listed = slurm_job(version, **base_args(identity, second_run_succeeds(marker("exit-b"), "exit 3"),
+                                            retry={"limit": 2, "classes": ["non_zero_exit"]}, wait=True, wait_timeout=120))
+    assert not failed(listed) and listed["phase"] == "completed", listed
+    assert attempts_of(listed) == [(0, identity, "failed", "non_zero_exit"), (1, identity + ".1", "completed", None)]
+    assert listed["job"]["attempts"][0]["exit_code"] == 3
+
+
+def scontrol(values, version, *args):
+    root = values.get("SLURM_ROOT") or ""
+    conf = ("/var/lib/bridge-slurm/etc/slurm.conf" if root else
+            os.path.join(RUN, "slurm-%s" % version, "slurm", "etc", "slurm.conf"))
+    return subprocess.run(["chroot", root or "/", "env", "SLURM_CONF=%s" % conf, "scontrol"] + list(args),
+                          capture_output=True, text=True, timeout=30, check=False)
+
+
+def poll(read, check, timeout=120, interval=1.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = read()
+        if check(last):
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out; last seen: %r" % (last,))
+
+
+@pytest.mark.parametrize("version", SLURM_VERSIONS)
+def test_a_job_slurm_requeues_stays_queued_and_is_no_failed_attempt(version):
+    values = require_slurm(version)
+    identity = "retry-requeue-%s" % uuid.uuid4().hex[:8]
+    args = base_args(identity, second_run_succeeds(marker("requeue"), "sleep 600"),
+                     retry={"limit": 2, "classes": ["preempted", "node_failure", "non_zero_exit"]})
+    submitted = slurm_job(version, **args)
+    assert submitted["changed"] is True, submitted
+    job_id = submitted["job_id"]
+    client = slurm_client(values)
+    try:
+        poll(lambda: client.get(job_id), lambda job: job["phase"] == "running")
+        requeued = scontrol(values, version, "requeue", job_id)
+        assert requeued.returncode == 0, requeued.stdout + requeued.stderr
+        queued = poll(lambda: client.get(job_id), lambda job: job["phase"] != "running", timeout=60, interval=0.5)
+        assert queued["phase"] == "queued" and not queued["terminal"], queued
+        assert queued["reason"].startswith("requeued by Slurm (1 restart)"), queued["reason"]
+        # The task meanwhile: the same job, queued; no attempt .1.
+        seen = slurm_job(version, **args)
+        assert seen["changed"] is False and seen["job_id"] == job_id and seen["phase"] in ("queued", "running"), seen
+        done = slurm_job(version, timeout=400, **dict(args, wait=True, wait_timeout=330))
+        assert not failed(done) and done["phase"] == "completed", done
+        assert done["job_id"] == job_id and attempts_of(done) == [(0, identity, "completed", None)]
+        assert client.find(identity + ".1") is None
+        print("Slurm %s: job %s requeued (%s), then completed under the same id" % (version, job_id, queued["reason"]))
+    finally:
+        client.cancel(job_id)
+        client.close()
+
+
+def test_an_oom_kill_on_the_kubernetes_node_is_retried_as_out_of_memory():
+    node = require_kube_node()
+    from kubernetes import client as k8s
+    from kubernetes import config
+
+    from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_present
+    from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
+    from ansible_collections.bridge.hpc.plugins.module_utils.k8s.client import K8sClient
+
+    from conftest import kube_namespace
+
+    namespace = kube_namespace(node, "retry-oom")
+    core = k8s.CoreV1Api(config.new_client_from_config(node["KUBECONFIG"]))
+    try:
+        client = K8sClient.from_options({"kubeconfig": node["KUBECONFIG"], "namespace": namespace}.get)
+        # dd's one 64 MiB buffer, filled from /dev/zero, passes the container's 32 MiB limit.
+        spec = normalize_spec({"script": "#!/bin/sh\nexec dd if=/dev/zero of=/dev/null bs=64M count=1\n",
+                               "identity": "oom-%s" % uuid.uuid4().hex[:8], "backend_options": IMAGE,
+                               "resources": {"memory": "32M", "cpus_per_task": 1},
+                               "retry": {"limit": 1, "classes": ["out_of_memory"]}}, client)
+        result = ensure_present(client, spec, wait=True, wait_timeout=300, poll_interval=2)
+        attempts = result["job"]["attempts"]
+        assert [(a["attempt"], a["identity"], a["failure_class"]) for a in attempts] == [
+            (0, spec["identity"], "out_of_memory"), (1, spec["identity"] + ".1", "out_of_memory")], result
+        assert result["failed"] is True and "out_of_memory" in result["msg"], result
+        assert "OOMKilled" in (result["job"]["reason"] or ""), result["job"]
+        print("Kubernetes: %s" % result["msg"])
+    finally:
+        core.delete_namespace(namespace)
+
+
+def test_an_indexed_job_runs_only_its_failed_index_again():
+    from kubernetes import client as k8s
+    from kubernetes import config
+
+    from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_present
+
+    from conftest import kube_namespace
+    from test_k8s_arrays import SCRIPT, backend, logs_by_index, spec
+
+    node = require_kube_node()
+    namespace = kube_namespace(node, "retry-array")
+    api = config.new_client_from_config(node["KUBECONFIG"])
+    try:
+        client = backend(node, namespace)
+        identity = "sweep-%s" % uuid.uuid4().hex[:6]
+        job_spec = spec(client, node, identity, script=SCRIPT, array={"indexes": "3,7,20-22", "parallelism": 2},
+                        retry={"limit": 1, "classes": ["non_zero_exit"]})
+        result = ensure_present(client, job_spec, wait=True, wait_timeout=300, poll_interval=2)
+        job = result["job"]
+        assert [(a["attempt"], a["identity"], a["phase"]) for a in job["attempts"]] == [
+            (0, identity, "failed"), (1, identity + ".1", "failed")], result
+        # Attempt 1 is an array of index 7 alone, which sees its own index again.
+        assert job["array"]["indexes"] == "7" and job["array"]["size"] == 1 and job["array"]["failed_indexes"] == "7"
+        assert result["failed"] is True and "exit code 7" in result["msg"], result["msg"]
+        logs = logs_by_index(api, namespace, job["job_id"])
+        assert list(logs.values()) == ["index 7 completion 0\n"], logs
+        print("Kubernetes array: %s" % result["msg"])
+    finally:
+        k8s.CoreV1Api(api).delete_namespace(namespace)
