@@ -11,6 +11,7 @@ from bridge_controller import query
 from bridge_controller.collection import module_utils
 
 _backend = module_utils("_backend")
+_fields = module_utils("_fields")
 
 # A BridgeJob's phase is its job's (module_utils/_backend.py), capitalized as Kubernetes phases are;
 # Pending before there is a job.
@@ -35,9 +36,19 @@ def now_rfc3339():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def array_status(array):
+    """status.array of an array's record (_arrays.array_job): its keys camelCased, counts as they are."""
+    status = dict((_fields.camel(key), value) for key, value in array.items() if key != "failures")
+    status["failures"] = [dict((_fields.camel(key), value) for key, value in failure.items())
+                          for failure in array.get("failures") or []]
+    return status
+
+
 def job_status(job):
-    """The status fields a normalized job determines."""
+    """The status fields a normalized job determines; status.array only for an array."""
     fields = dict((camel, job.get(snake)) for snake, camel in JOB_FIELDS.items())
+    if job.get("array"):
+        fields["array"] = array_status(job["array"])
     if fields["jobId"] is not None:
         fields["jobId"] = str(fields["jobId"])
     fields["phase"] = PHASE_BY_JOB_PHASE.get(job.get("phase"), "Queued")

@@ -8,7 +8,7 @@ import yaml
 from bridge_controller.batches import Batches
 from bridge_controller.plan import FINALIZER, plan
 from bridge_controller.spec import GROUP_OPTIONS, TOP_LEVEL, backend_key, identity_of, job_params
-from bridge_controller.status import desired_status, set_condition, status_patch
+from bridge_controller.status import desired_status, job_status, set_condition, status_patch
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -201,3 +201,19 @@ def test_a_terminal_phase_is_never_left(phase, job_phase):
     assert (status["phase"], status["exitCode"]) == (phase, 3)
     done = desired_status(final, 1, job=dict(JOB, phase=phase.lower(), exit_code=0), now="T1")
     assert done["exitCode"] == 0, "an observation of the same phase still fills its fields in"
+
+
+def test_an_arrays_record_becomes_status_array_camelcased_and_fits_the_crd_schema():
+    array = {"indexes": "0-9", "size": 10, "parallelism": 2, "failed_indexes": "3",
+             "counts": {"queued": 0, "running": 0, "completed": 9, "failed": 1, "cancelled": 0},
+             "failures": [{"index": 3, "exit_code": 3, "failure_class": "non_zero_exit"}]}
+    status = job_status({"job_id": "7", "phase": "failed", "array": array})
+    assert status["array"] == {"indexes": "0-9", "size": 10, "parallelism": 2, "failedIndexes": "3",
+                               "counts": array["counts"],
+                               "failures": [{"index": 3, "exitCode": 3, "failureClass": "non_zero_exit"}]}
+    assert "array" not in job_status({"job_id": "8", "phase": "completed"})
+    with open(os.path.join(REPO, "deploy", "crd.yaml")) as handle:
+        schema = yaml.safe_load(handle)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    properties = schema["properties"]["array"]["properties"]
+    assert set(status["array"]) <= set(properties)
+    assert set(status["array"]["failures"][0]) <= set(properties["failures"]["items"]["properties"])
