@@ -15,7 +15,14 @@ __metaclass__ = type
 import time
 
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import TERMINAL_PHASES
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed, BridgeError, CredentialsRefused, NotFound
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
+    AuthFailed,
+    BridgeError,
+    CredentialsRefused,
+    NotFound,
+    SpecError,
+)
+from ansible_collections.bridge.hpc.plugins.module_utils._output import error_text, secret_values
 
 SUMMARY_KEYS = ("job_id", "name", "identity", "phase", "native_state", "reason", "exit_code",
                 "signal", "failure_class", "partition")
@@ -142,9 +149,36 @@ def find_existing(client, spec):
     return first_found(client.find_many(identities, names=names), spec)
 
 
+def refuse_output(client, spec):
+    """SpecError on `output` when the spec asks for output this client cannot read (Slurm without
+    a login node, LSF without a stdout file); before anything is submitted, in check mode too."""
+    if not spec.get("output"):
+        return
+    why = client.output_refusal(spec)
+    if why:
+        raise SpecError("output", "not supported by the %s backend here: %s" % (client.TITLE, why))
+
+
+def read_output(client, job, spec):
+    """{"output": {text, lines, truncated}} of a finished job whose spec asks for its output, or
+    {"output_error": why it could not be read}; {} otherwise. At most one request (or one ssh
+    command): the job has ended, and what it wrote is read once. An output that cannot be read does
+    not fail the job's task: the job itself is as it is."""
+    output = spec.get("output")
+    if not output or not job or not job.get("terminal") or not job.get("job_id"):
+        return {}
+    if job.get("stdout") is None and spec.get("stdout"):
+        job = dict(job, stdout=spec["stdout"])  # accounting may not record it
+    try:
+        return {"output": client.job_output(job, output["tail_lines"], secret_values(spec.get("environment")))}
+    except BridgeError as exc:
+        return {"output_error": error_text(exc)}
+
+
 def ensure_present(client, spec, check_mode=False, wait=False, wait_timeout=600, poll_interval=5,
                    cancel_rejected=True, sleep=time.sleep, clock=time.monotonic):
     rendered = client.render(spec)
+    refuse_output(client, spec)
     existing = find_existing(client, spec)
     result = {"changed": False, "rendered": rendered, "failed": False}
     if getattr(client, "lookup", None):
@@ -177,6 +211,8 @@ def ensure_present(client, spec, check_mode=False, wait=False, wait_timeout=600,
     else:
         result["msg"] = "job %s is %s" % (job.get("job_id"), job["phase"])
     result["job"] = job
+    if not check_mode:
+        result.update(read_output(client, job, spec))
     return result
 
 
@@ -271,7 +307,11 @@ def ensure_many_present(client, specs, check_mode=False):
         item = {"identity": spec["identity"], "changed": False, "failed": False}
         try:
             item["rendered"] = client.render(spec)
+            refuse_output(client, spec)
             job = first_found(existing, spec)
+            if job is not None and not check_mode:
+                # A job found finished is not polled again: its output is read now.
+                item.update(read_output(client, job, spec))
             if job is None:
                 client.check(spec)
                 job = predicted_job(spec, client)
