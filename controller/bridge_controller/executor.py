@@ -37,7 +37,7 @@ from bridge_controller.batches import Batches
 from bridge_controller.plan import FINALIZER, plan
 from bridge_controller.policy import Policy
 from bridge_controller.resolver import Resolver
-from bridge_controller.spec import backend_key, identity_of, job_params, key_of, poll_interval, refusal
+from bridge_controller.spec import backend_key, identity_of, job_params, key_of, output_lines, poll_interval, refusal
 from bridge_controller.writer import Writer
 
 LOG = logging.getLogger(__name__)
@@ -333,7 +333,11 @@ class Executor:
         self._count("runner_calls_%s" % action)
         started = self.clock()
         if action == "poll":
-            result = self.runner.run(action, connection, credentials, identities=identities)
+            # The output of a CR that asks for it, read by the poll that finds its job finished: the
+            # last poll of that job, so once.
+            lines = dict((identity_of(obj), output_lines(obj)) for _key, obj in objects if output_lines(obj))
+            extra = {"output_lines": lines} if lines else {}
+            result = self.runner.run(action, connection, credentials, identities=identities, **extra)
         else:
             jobs = ([{"identity": identity} for identity in identities] if action == "cancel" else
                     [job_params(obj, script=scripts.get(key)) for key, obj in objects])

@@ -16,10 +16,11 @@ __metaclass__ = type
 
 import re
 
-# What a module result and status.output hold at most: the etcd object of a BridgeJob stays small
-# however many of them a namespace has.
-MAX_BYTES = 4096
-MAX_TAIL_LINES = 1000
+from ansible_collections.bridge.hpc.plugins.module_utils._fields import OUTPUT_TAIL_BYTES
+
+# What a module result and status.output hold at most (the field table's): the etcd object of a
+# BridgeJob stays small however many of them a namespace has.
+MAX_BYTES = OUTPUT_TAIL_BYTES
 # What replaces a secret in the output.
 MASK = "********"
 # A secret shorter than this is not looked for: masking every "1" or "ab" of an output would leave

@@ -129,7 +129,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._handoff import HANDOFF
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import read_many, read_output
 from ansible_collections.bridge.hpc.plugins.module_utils._login import LOGIN_OPTIONS, attach_login
-from ansible_collections.bridge.hpc.plugins.module_utils._output import MAX_TAIL_LINES
+from ansible_collections.bridge.hpc.plugins.module_utils._fields import MAX_TAIL_LINES
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     any_backend_options,
     chosen_backend,
