@@ -37,7 +37,16 @@ from bridge_controller.batches import Batches
 from bridge_controller.plan import FINALIZER, plan
 from bridge_controller.policy import Policy
 from bridge_controller.resolver import Resolver
-from bridge_controller.spec import backend_key, identity_of, job_params, key_of, output_lines, poll_interval, refusal
+from bridge_controller.spec import (
+    backend_key,
+    identity_of,
+    job_params,
+    key_of,
+    output_lines,
+    output_secrets,
+    poll_interval,
+    refusal,
+)
 from bridge_controller.writer import Writer
 
 LOG = logging.getLogger(__name__)
@@ -337,6 +346,10 @@ class Executor:
             # last poll of that job, so once.
             lines = dict((identity_of(obj), output_lines(obj)) for _key, obj in objects if output_lines(obj))
             extra = {"output_lines": lines} if lines else {}
+            secrets = dict((identity_of(obj), output_secrets(obj)) for _key, obj in objects
+                           if output_lines(obj) and output_secrets(obj))
+            if secrets:
+                extra["output_secrets"] = secrets
             result = self.runner.run(action, connection, credentials, identities=identities, **extra)
         else:
             jobs = ([{"identity": identity} for identity in identities] if action == "cancel" else

@@ -12,6 +12,7 @@ from bridge_controller import query
 from bridge_controller.collection import module_utils
 
 FIELDS = module_utils("_fields")
+OUTPUT = module_utils("_output")
 # camelCase -> snake_case of the job spec's fields a BridgeJob has, from the collection's field table
 # (identity is the CR's UID and script may come from scriptFrom: job_params sets both).
 TOP_LEVEL = dict((FIELDS.camel(field.name), field.name) for field in FIELDS.TOP_FIELDS
@@ -89,6 +90,12 @@ def login_of(backend):
 def output_lines(obj):
     """spec.output.tailLines, or None when the CR does not ask for its job's output."""
     return ((obj.get("spec") or {}).get("output") or {}).get("tailLines")
+
+
+def output_secrets(obj):
+    """The values of spec.environment whose names say they are secrets, masked in the job's output
+    as a module masks those of its spec (handed over through the pipe, never an extra var)."""
+    return OUTPUT.secret_values(dict((str(k), str(v)) for k, v in ((obj.get("spec") or {}).get("environment") or {}).items()))
 
 
 def placement_of(obj):

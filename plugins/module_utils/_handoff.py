@@ -91,6 +91,8 @@ def take_handoff(module, work):
     work = dict(work)
     work.update(HANDOFF_CONNECTION)
     check_login(module, document.get("login"))
+    for values in (document.get("output_secrets") or {}).values() if isinstance(document.get("output_secrets"), dict) else ():
+        module.no_log_values.update(str(value) for value in values or () if value)
     merge_document(module, document, work, "handoff_pipe", "the handed-over document")
     return True
 

@@ -159,18 +159,20 @@ def refuse_output(client, spec):
         raise SpecError("output", "not supported by the %s backend here: %s" % (client.TITLE, why))
 
 
-def read_output(client, job, spec):
+def read_output(client, job, spec, secrets=()):
     """{"output": {text, lines, truncated}} of a finished job whose spec asks for its output, or
     {"output_error": why it could not be read}; {} otherwise. At most one request (or one ssh
     command): the job has ended, and what it wrote is read once. An output that cannot be read does
-    not fail the job's task: the job itself is as it is."""
+    not fail the job's task: the job itself is as it is. `secrets` are masked besides the client's
+    own and the spec's secret-looking environment values."""
     output = spec.get("output")
     if not output or not job or not job.get("terminal") or not job.get("job_id"):
         return {}
     if job.get("stdout") is None and spec.get("stdout"):
         job = dict(job, stdout=spec["stdout"])  # accounting may not record it
     try:
-        return {"output": client.job_output(job, output["tail_lines"], secret_values(spec.get("environment")))}
+        masked = list(secrets) + secret_values(spec.get("environment"))
+        return {"output": client.job_output(job, output["tail_lines"], masked)}
     except BridgeError as exc:
         return {"output_error": error_text(exc)}
 

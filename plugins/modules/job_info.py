@@ -18,7 +18,7 @@ description:
   - On Slurm with accounting (slurmdbd), identities slurmctld does not know are then looked for in
     accounting, with one more request per 50 of them, so that a job slurmctld forgot (C(MinJobAge)
     after its end) is still found.
-  - With O(handoff_pipe), the handed-over object may hold C(identities), C(output_lines), C(login) (with its
+  - With O(handoff_pipe), the handed-over object may hold C(identities), C(output_lines), C(output_secrets), C(login) (with its
     key and known_hosts as text, never a path) and the backend's
     credentials (C(user) and C(token); C(user) and C(password) for LSF; C(api_key) and C(service_crn) for IBM Quantum; C(kubeconfig_content) for Kubernetes).
 author:
@@ -65,6 +65,12 @@ options:
         as a spec's O(bridge.hpc.job#module:output.tail_lines) says, shown as RV(bridge.hpc.job#module:output).
         One request per finished job (one C(ssh) command on O(login) for Slurm); the BridgeJob controller asks
         for it and stops polling a job once it is finished, so it reads a job's output once.
+    type: dict
+  output_secrets:
+    description:
+      - Values masked in the output of each identity of O(output_lines), besides the connection's secrets: identity
+        to a list of values, such as the values of the secret-looking environment variables of the job's spec (the
+        BridgeJob controller hands them over). Never logged.
     type: dict
 attributes:
   check_mode:
@@ -154,12 +160,12 @@ def add_results_summary(client, job):
         job["results_summary"] = summary
 
 
-def add_output(client, job, tail_lines):
+def add_output(client, job, tail_lines, secrets=()):
     """A finished job's output under `output`, or why it could not be read under `output_error`:
     one job's output must not fail the poll of every other job."""
     if not job.get("terminal"):
         return
-    job.update(read_output(client, job, {"output": {"tail_lines": tail_lines}}))
+    job.update(read_output(client, job, {"output": {"tail_lines": tail_lines}}, secrets=secrets))
 
 
 def output_lines(value):
@@ -178,12 +184,13 @@ def output_lines(value):
 
 def read_jobs(module, client):
     lines = output_lines(module.params.get("output_lines"))
+    secrets = module.params.get("output_secrets") or {}
     attach_login(client, module.params)
     found, missing = read_many(client, module.params["identities"])
     # Read before the native payloads go: a Slurm array task's file name needs its array ids.
     for identity, job in found.items():
         if identity in lines:
-            add_output(client, job, lines[identity])
+            add_output(client, job, lines[identity], [str(value) for value in secrets.get(identity) or ()])
     if not module.params["include_native"]:
         found = dict(zip(found, without_native(list(found.values()))))
     if module.params["results_summary"]:
@@ -199,13 +206,14 @@ def main():
         include_native=dict(type="bool", default=False),
         results_summary=dict(type="bool", default=False),
         output_lines=dict(type="dict"),
+        output_secrets=dict(type="dict", no_log=True),
     )
     options.update(HANDOFF_OPTIONS)
     options.update(LOGIN_OPTIONS)
     options.update(QUERY_OPTIONS)
     module = AnsibleModule(argument_spec=options, supports_check_mode=True, required_one_of=[("identities", "handoff_pipe")],
                            mutually_exclusive=[("identities", "handoff_pipe")])
-    handoff_or_exit(module, {"identities": list, "output_lines": dict}, idle_result={"jobs": {}, "missing": [], "requests": 0})
+    handoff_or_exit(module, {"identities": list, "output_lines": dict, "output_secrets": dict}, idle_result={"jobs": {}, "missing": [], "requests": 0})
     main_for(module, chosen_backend, read_jobs)
 
 

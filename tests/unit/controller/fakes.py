@@ -129,7 +129,8 @@ class FakeRunner:
         self.backend = backend
         self.calls = []
 
-    def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120, output_lines=None):
+    def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120, output_lines=None,
+            output_secrets=None):
         self.calls.append((action, backend.get("url"), len(jobs or identities or ())))
         self.output_lines = output_lines
         from ansible_collections.bridge.hpc.plugins.module_utils import _jobs
@@ -153,7 +154,8 @@ class FakeRunner:
             # Like bridge.hpc.job_info's output_lines: the output of the finished jobs asked for.
             for identity, lines in (output_lines or {}).items():
                 if identity in found:
-                    found[identity].update(_jobs.read_output(self.backend, found[identity], {"output": {"tail_lines": lines}}))
+                    found[identity].update(_jobs.read_output(self.backend, found[identity], {"output": {"tail_lines": lines}},
+                                                             secrets=(output_secrets or {}).get(identity) or ()))
             return {"jobs": found, "missing": missing, "requests": 1}
         return {"results": _jobs.ensure_many_absent(self.backend, [job["identity"] for job in jobs], wait=True,
                                                     wait_timeout=wait_timeout, poll_interval=0.01)}

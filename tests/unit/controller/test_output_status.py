@@ -24,7 +24,7 @@ class PrintingBackend(FakeBackend):
 
     def read_output(self, job, tail_lines):
         self.reads += 1
-        return b"\x1b[1mbold\x1b[0m \xff\nsecret-token here\ndone\n", False
+        return b"\x1b[1mbold\x1b[0m \xff\nsecret-token here\nenv-secret-value too\ndone\n", False
 
     def output_secrets(self):
         return ["secret-token"]
@@ -42,21 +42,21 @@ def setup():
 
 def test_the_poll_that_finds_the_job_finished_reads_its_output_once():
     kube, backend, runner, queue, executor = setup()
-    kube.create(bridgejob("a", output={"tailLines": 2}))
+    kube.create(bridgejob("a", output={"tailLines": 3}, environment={"API_TOKEN": "env-secret-value", "MODE": "fast"}))
     kube.create(bridgejob("b"))
     settle(executor, queue)
     executor.poll_due(now=2000.0)
     assert backend.reads == 0, "a running job's output is not read"
-    assert runner.output_lines == {"uid-a": 2}
+    assert runner.output_lines == {"uid-a": 3}
     executor.poll_due(now=3000.0)
     settle(executor, queue)
     assert executor.poll_due(now=4000.0) == 0
     assert backend.reads == 1
     a, b = kube.objects["ns/a"]["status"], kube.objects["ns/b"]["status"]
     assert a["phase"] == "Completed"
-    assert a["output"] == {"text": u"******** here\ndone\n", "lines": 2, "truncated": True}
+    assert a["output"] == {"text": u"******** here\n******** too\ndone\n", "lines": 3, "truncated": True}
     read = [c for c in a["conditions"] if c["type"] == "OutputRead"][0]
-    assert (read["status"], read["reason"], read["message"]) == ("True", "Read", "2 lines, truncated")
+    assert (read["status"], read["reason"], read["message"]) == ("True", "Read", "3 lines, truncated")
     assert "output" not in b and not [c for c in b["conditions"] if c["type"] == "OutputRead"]
 
 
