@@ -30,8 +30,10 @@ MIN_SECRET_LENGTH = 4
 # GITHUB_TOKEN, API_KEY, ...): their values are masked wherever the job printed them.
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGNORECASE)
 # Terminal escape sequences as whole sequences, so that no "[31m" is left behind: CSI (ESC [ ...
-# final byte), OSC (ESC ] ... BEL or ESC \), and any other two-character ESC sequence.
-_ESCAPES = re.compile(u"\x1b\\[[0-?]*[ -/]*[@-~]|\x1b\\][^\x07\x1b]*(?:\x07|\x1b\\\\)?|\x1b[@-_]?|\x9b[0-?]*[ -/]*[@-~]")
+# final byte, or C1 CSI), OSC (ESC ] ... BEL or ESC \), and the others (ESC, intermediate bytes,
+# a final byte: ESC c, ESC ( B, ESC 7).
+_ESCAPES = re.compile(u"\x1b\\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|\x1b\\][^\x07\x1b]*(?:\x07|\x1b\\\\)?|"
+                      u"\x1b[ -/]*[0-~]")
 # Control characters but tab and newline: C0, DEL and C1.
 _CONTROLS = re.compile(u"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 

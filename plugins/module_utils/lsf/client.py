@@ -274,9 +274,15 @@ class LsfClient(Backend):
             "GET", "/webservice/pacclient/file/%s" % quote(str(job_id), safe="[]"), "download", "file", path,
             content=path.encode("utf-8"), headers={"Content-Type": "text/plain", "Accept": DOWNLOAD_ACCEPT},
             read=lambda response: (response.headers.get("content-type") or "", response.content))
-        if "xml" in content_type.lower() and data.lstrip().startswith(b"<errMsg"):
-            raise self.error(Rejected, self.transport.scrub(error_text(parse_answer(data.decode("utf-8", "replace")))
-                                                            or "refused without a message"), "download", "file", path)
+        if "xml" in content_type.lower():
+            try:
+                answer = parse_answer(data.decode("utf-8", "replace"))
+                root, _value = unwrap(answer)
+            except ValueError:
+                root = None
+            if root in ("errMsg", "error"):
+                raise self.error(Rejected, self.transport.scrub(error_text(answer) or "refused without a message"),
+                                 "download", "file", path)
         return data
 
     def output_refusal(self, spec):
