@@ -153,7 +153,7 @@ def test_a_backend_that_cannot_read_output_refuses_the_spec_before_submitting():
         ensure_present(backend, spec_with())
     assert refused.value.field == "output" and backend.submits == []
     item = ensure_many_present(backend, [spec_with(identity="b1")])[0]
-    assert item["failed"] is True and item["error"]["reason"].startswith("not supported")
+    assert item["failed"] is True and item["error"]["reason"].startswith("output: not supported")
 
 
 def test_a_batch_reads_the_output_of_a_job_it_finds_finished():
