@@ -38,7 +38,7 @@ LOGIN_SUBOPTIONS = dict(
     port=dict(type="int", default=22),
     user=dict(type="str"),
     private_key=dict(type="str", no_log=True),
-    private_key_file=dict(type="path"),
+    private_key_file=dict(type="path", no_log=False),
     known_hosts=dict(type="str"),
     known_hosts_file=dict(type="path"),
     timeout=dict(type="int", default=30),
