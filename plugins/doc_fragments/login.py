@@ -17,7 +17,7 @@ options:
         spec asks for O(output) (O(backend=slurm) only; slurmrestd does not serve a job's output). Without it, a
         Slurm spec with O(output) is refused.
       - The connection is the one the M(bridge.hpc.stage) role's login node uses, made with OpenSSH's C(ssh)
-        client where the task runs: key authentication, never a prompt (C(BatchMode)), the host key checked
+        client where the task runs, with key authentication, never a prompt (C(BatchMode)), the host key checked
         against O(login.known_hosts) or O(login.known_hosts_file) and never learned (C(StrictHostKeyChecking=yes)),
         no ssh configuration file read. One C(ssh) command per finished job reads the end of its stdout file
         (C(tail -c)), the path expanded as Slurm expands its filename patterns (see M(bridge.hpc.job_output)).

@@ -61,15 +61,15 @@ options:
   output_lines:
     description:
       - Also read the end of the output of the finished jobs found among these identities, under C(output) in
-        the job (or C(output_error) when it cannot be read): identity to the number of last lines (1 to 1000),
+        the job (or C(output_error) when it cannot be read), given as identity to the number of last lines (1 to 1000),
         as a spec's O(bridge.hpc.job#module:output.tail_lines) says, shown as RV(bridge.hpc.job#module:output).
         One request per finished job (one C(ssh) command on O(login) for Slurm); the BridgeJob controller asks
         for it and stops polling a job once it is finished, so it reads a job's output once.
     type: dict
   output_secrets:
     description:
-      - Values masked in the output of each identity of O(output_lines), besides the connection's secrets: identity
-        to a list of values, such as the values of the secret-looking environment variables of the job's spec (the
+      - Values masked in the output of each identity of O(output_lines), besides the connection's secrets, given as
+        identity to a list of values, such as the values of the secret-looking environment variables of the job's spec (the
         BridgeJob controller hands them over). Never logged.
     type: dict
 attributes:

@@ -138,7 +138,7 @@ results:
     output:
       description:
         - The end of the output of a job found finished, when its spec asks for it, as RV(bridge.hpc.job#module:output)
-          (a job this run submits is not finished: M(bridge.hpc.job_info) reads its output later).
+          (a job this run submits is not finished yet; M(bridge.hpc.job_info) reads its output later).
       type: dict
       returned: when the item's spec sets output and its job was found finished
     output_error:
