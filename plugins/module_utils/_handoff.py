@@ -28,8 +28,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKEN
 
 # Connection options a handed-over document may set, with their types: the BridgeJob's backend
 # but its type, which picks the module's backend and is the playbook's one extra var.
-HANDOFF_CONNECTION = dict(url=str, namespace=str, api_version=str, iam_url=str, validate_certs=bool, ca_path=str,
-                          login=dict)
+HANDOFF_CONNECTION = dict(url=str, namespace=str, api_version=str, iam_url=str, validate_certs=bool, ca_path=str)
 
 HANDOFF_OPTIONS = dict(
     handoff_pipe=dict(type="path"),
@@ -90,6 +89,8 @@ def take_handoff(module, work):
         return False
     work = dict(work)
     work.update(HANDOFF_CONNECTION)
+    if module.params["backend"] == "slurm" and "login" in module.params:
+        work["login"] = dict   # the login node a Slurm job's output is read on (spec.login)
     check_login(module, document.get("login"))
     for values in (document.get("output_secrets") or {}).values() if isinstance(document.get("output_secrets"), dict) else ():
         module.no_log_values.update(str(value) for value in values or () if value)

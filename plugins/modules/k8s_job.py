@@ -116,7 +116,7 @@ RETURN = r"""
 output:
   description:
     - The end of a finished job's output, when the spec asks for it with O(output) (read once, when the job is
-      found finished; one request, or one C(ssh) command on the login node for Slurm).
+      found finished, with one request).
     - Decoded as UTF-8 (U+FFFD for bytes that are not), without terminal escapes and control characters but
       newline and tab, secrets masked as C(********) (the connection's token or password, and the values of
       the spec's environment variables whose names hold TOKEN, SECRET, PASSWORD, PASSWD, KEY or CREDENTIAL),
@@ -138,7 +138,7 @@ output_error:
   description: Why the output of a finished job could not be read, when the spec asks for it; the job's result stands.
   returned: when the spec sets output and the job is finished and its output could not be read
   type: str
-  sample: "Failed to read job output '/home/alice/slurm-42.out' on the login node at ssh://alice@login1:22: tail: cannot open ..."
+  sample: "Failed to read logs of job '42' on ...: ..."
 job_id:
   description: The Job's name in O(namespace), derived from the identity; null in check mode for a job that would be created.
   returned: always

@@ -265,3 +265,47 @@ def test_no_ssh_where_the_module_runs_is_said(tmp_path):
 def test_temporary_files_are_private(tmp_path):
     path = _login.LoginNode._private_file(str(tmp_path), "id", "key")
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600 and open(path).read() == "key\n"
+
+
+# ---------------------------------------------------------------- the pipe
+
+
+def take(tmp_path, document, backend="slurm", login=True):
+    import json
+    import threading
+
+    from ansible_collections.bridge.hpc.plugins.module_utils._handoff import take_handoff
+
+    class Module:
+        def __init__(self, **params):
+            self.params = dict(handoff_timeout=10, **params)
+            self.no_log_values = set()
+
+    pipe = str(tmp_path / uuid.uuid4().hex)
+    os.mkfifo(pipe, 0o600)
+    params = dict(handoff_pipe=pipe, backend=backend, identities=None, token=None)
+    if login:
+        params["login"] = None
+    module = Module(**params)
+    writer = threading.Thread(target=lambda: open(pipe, "w").write(json.dumps(document)))
+    writer.start()
+    try:
+        take_handoff(module, {"identities": list, "output_lines": dict, "output_secrets": dict})
+    finally:
+        writer.join()
+    return module
+
+
+def test_a_handed_over_login_node_is_content_and_its_key_is_scrubbed(tmp_path):
+    login = {"host": "login1", "port": 22, "user": "alice", "known_hosts": "login1 ssh-ed25519 AAAA",
+             "private_key": "-----KEY-----"}
+    module = take(tmp_path, {"identities": ["a"], "login": login, "output_lines": {"a": 5},
+                             "output_secrets": {"a": ["env-secret"]}})
+    assert module.params["login"] == login and module.params["output_lines"] == {"a": 5}
+    assert {"-----KEY-----", "env-secret"} <= module.no_log_values
+    with pytest.raises(SpecError) as refused:
+        take(tmp_path, {"identities": ["a"], "login": dict(login, private_key_file="/etc/shadow")})
+    assert "private_key_file" in str(refused.value)
+    with pytest.raises(SpecError) as refused:
+        take(tmp_path, {"identities": ["a"], "login": login}, backend="ray")
+    assert "unexpected keys login" in str(refused.value)
