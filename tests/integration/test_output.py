@@ -265,3 +265,25 @@ def test_quantum_job_log_through_the_simulator():
     assert result["output"]["lines"] == 1 and result["output"]["truncated"] is True
     assert result["output"]["text"].endswith("INFO: Job %s completed.\n" % result["job"]["job_id"])
     assert env["QUANTUM_API_KEY"] not in json.dumps(result)
+
+
+def test_an_indexed_jobs_output_is_that_of_its_first_failed_index():
+    """indexes 3,7,20-22 run as completion indexes 0-4; index 7 (completion index 1) fails."""
+    from ansible_collections.bridge.hpc.plugins.module_utils.k8s.client import K8sClient
+
+    env = require_kube_node()
+    namespace = kube_namespace(env, "output-array")
+    client = K8sClient.from_options({"kubeconfig": env["KUBECONFIG"], "namespace": namespace}.get)
+    image = {"kubernetes": {"image": env.get("KUBE_BUSYBOX_IMAGE") or "localhost/bridge/busybox:latest",
+                            "image_pull_policy": "Never"}}
+    script = "#!/bin/sh\necho \"task $BRIDGE_ARRAY_INDEX\"\n[ \"$BRIDGE_ARRAY_INDEX\" = 7 ] && exit 3\nexit 0\n"
+    try:
+        result = run_to_the_end(client, {"identity": "out-arr-%s" % RUN_ID, "script": script, "backend_options": image,
+                                         "array": {"indexes": "3,7,20-22"}, "output": {"tail_lines": 5}})
+    finally:
+        client.close()
+        from kubernetes import client as k8s, config
+
+        k8s.CoreV1Api(config.new_client_from_config(config_file=env["KUBECONFIG"])).delete_namespace(namespace)
+    assert result["job"]["phase"] == "failed" and result["job"]["array"]["failed_indexes"] == "7", result["job"]
+    assert result["output"] == {"text": "task 7\n", "lines": 1, "truncated": False}, result

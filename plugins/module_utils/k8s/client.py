@@ -25,6 +25,7 @@ import os
 import re
 import time
 
+from ansible_collections.bridge.hpc.plugins.module_utils._arrays import parse_indexes
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     Backend,
     ShapeError,
@@ -424,9 +425,14 @@ class K8sClient(Backend):
     def read_output(self, job, tail_lines):
         """The log of a finished job's Pod, one request when the job as read names its Pod; for an
         Indexed Job, of the Pod of its first failed index (job["array"]["failed_indexes"])."""
-        failed = ((job.get("array") or {}).get("failed_indexes") or "").split(",")[0].split("-")[0]
-        if failed.strip().isdigit():
-            return self.logs(job["job_id"], tail_lines=tail_lines + 1, index=int(failed)), False
+        array = job.get("array") or {}
+        failed = (array.get("failed_indexes") or "").split(",")[0].split("-")[0].strip()
+        if failed.isdigit():
+            # The Pod's completion index is the failed index's place in the asked set (the same
+            # number for a dense 0..n-1 array).
+            asked = parse_indexes(array["indexes"]) if array.get("indexes") else ()
+            index = asked.index(int(failed)) if int(failed) in asked else int(failed)
+            return self.logs(job["job_id"], tail_lines=tail_lines + 1, index=index), False
         if job.get("pod"):
             return self._pod_log(job["job_id"], job["pod"], tail_lines + 1), False
         return self.logs(job["job_id"], tail_lines=tail_lines + 1), False

@@ -109,6 +109,8 @@ def test_an_array_with_index_0_runs_shifted_and_folds_into_one_record_polled_wit
     assert sorted((tmp_path / ("seen.%d" % i)).read_text() for i in range(6)) == ["%d %d\n" % (i, i + 1) for i in range(6)]
     assert client.get(job["job_id"])["array"]["failed_indexes"] == "2,4"
     assert _jobs.ensure_present(client, spec)["changed"] is False
+
+
 def test_a_finished_jobs_output_comes_through_application_centers_file_download(client, tmp_path):
     """pacclient's download (GET webservice/pacclient/file/<id>, the path as the body) of the job's
     -o file: unicode, bytes that are not UTF-8, NUL and ESC, and the password masked."""
