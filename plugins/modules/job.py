@@ -23,9 +23,9 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.connection
+  - bridge.hpc.login
   - bridge.hpc.job_spec.lifecycle
   - bridge.hpc.job_spec
-  - bridge.hpc.login
 options:
   backend:
     description:
