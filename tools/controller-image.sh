@@ -18,7 +18,7 @@
 #
 # `check` runs, each in a fresh container with --network=none, read-only root, uid:gid and volumes
 # (tmpfs) of the Deployment, its env and args, all capabilities dropped, no new privileges:
-#   1. `bridge-controller --help` (the ENTRYPOINT);
+#   1. `bridge-controller --help` (the ENTRYPOINT), and `ssh -V` (a Slurm login node's output);
 #   2. the Deployment's args parsed by the installed controller: a playbook dir that holds
 #      bridgejob_{submit,poll,cancel}.yml, the image's Python, the containerPort, HOME/ANSIBLE_* on
 #      volumes; ansible-playbook --syntax-check of the 3 playbooks with the installed collection;
@@ -153,6 +153,10 @@ EOF
     { cat "$work/help.txt" >&2; die "bridge-controller --help in $image"; }
   grep -q -- '--playbook-dir' "$work/help.txt" || die "--help printed no --playbook-dir"
   log "ok: the ENTRYPOINT runs: $image ${D_ARGS[*]} --help, as ${D_USER[0]}, read-only root, no network"
+  # A Slurm backend's login node is read with OpenSSH's client (module_utils/_login.py).
+  "${run[@]}" --entrypoint ssh "$image" -V >"$work/ssh.txt" 2>&1 ||
+    { cat "$work/ssh.txt" >&2; die "no ssh (openssh-client) in $image"; }
+  log "ok: $(head -1 "$work/ssh.txt")"
   "${run[@]}" -i --entrypoint python "$image" - "${D_PORTS[*]}" "${D_MOUNTS[*]}" "${D_ARGS[@]}" \
     <"$REPO/tools/lib/image_checks.py" >&2 || die "the checks in $image failed"
 }

@@ -5,6 +5,8 @@ Status is camelCase, the collection's capacity record (`capacity()` of every bac
 snake_case: QUEUE_FIELDS is the one mapping between them.
 """
 
+from bridge_controller.spec import login_of
+
 GROUP, VERSION = "bridge.dev", "v1alpha1"
 API_VERSION = "%s/%s" % (GROUP, VERSION)
 KINDS = ("BridgeBackend", "ClusterBridgeBackend")
@@ -57,7 +59,7 @@ def probe_interval(obj):
 def connection_of(obj, job_namespace):
     """Where a BridgeJob of `job_namespace` that names backend object `obj` runs: the keys of
     spec.backend_of (type, url, api_version, iam_url, validate_certs, job_namespace, secret, ca,
-    namespace), plus secret_namespace and ca_namespace, where the Secret and the CA ConfigMap are read.
+    login, namespace), plus secret_namespace and ca_namespace, where the Secret and the CA ConfigMap are read.
 
     `namespace` is the BridgeJob's namespace (a kubernetes Job's when the object names none). A
     BridgeBackend's Secret and ConfigMap are in its own namespace. A ClusterBridgeBackend's Secret
@@ -80,6 +82,7 @@ def connection_of(obj, job_namespace):
         "job_namespace": spec.get("namespace"),
         "secret": secret.get("name"),
         "ca": {"name": ca["name"], "key": ca.get("key") or "ca.crt"} if ca.get("name") else None,
+        "login": login_of(spec),
         "namespace": job_namespace or own,
         "secret_namespace": (secret.get("namespace") or job_namespace) if cluster else own,
         "ca_namespace": ca.get("namespace") if cluster else own,

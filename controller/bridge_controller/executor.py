@@ -37,7 +37,16 @@ from bridge_controller.batches import Batches
 from bridge_controller.plan import FINALIZER, plan
 from bridge_controller.policy import Policy
 from bridge_controller.resolver import Resolver
-from bridge_controller.spec import backend_key, identity_of, job_params, key_of, poll_interval, refusal
+from bridge_controller.spec import (
+    backend_key,
+    identity_of,
+    job_params,
+    key_of,
+    output_lines,
+    output_secrets,
+    poll_interval,
+    refusal,
+)
 from bridge_controller.writer import Writer
 
 LOG = logging.getLogger(__name__)
@@ -351,7 +360,15 @@ class Executor:
         if action == "poll":
             # A job with spec.retry is read under its current attempt's identity.
             polled = [retries.poll_identity(obj) for _key, obj in objects]
-            result = self.runner.run(action, connection, credentials, identities=polled)
+            # The output of a CR that asks for it, read by the poll that finds its job (or its current
+            # attempt) finished: the last poll of that job, so once.
+            lines = dict((retries.poll_identity(obj), output_lines(obj)) for _key, obj in objects if output_lines(obj))
+            extra = {"output_lines": lines} if lines else {}
+            secrets = dict((retries.poll_identity(obj), output_secrets(obj)) for _key, obj in objects
+                           if output_lines(obj) and output_secrets(obj))
+            if secrets:
+                extra["output_secrets"] = secrets
+            result = self.runner.run(action, connection, credentials, identities=polled, **extra)
         else:
             jobs = ([retries.cancel_item(obj) for _key, obj in objects] if action == "cancel" else
                     [job_params(obj, script=scripts.get(key)) for key, obj in objects])

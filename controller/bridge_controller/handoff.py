@@ -17,16 +17,30 @@ import time
 from bridge_controller.backends import credential_keys
 
 
-def handoff_document(action, connection, credentials, jobs=None, identities=None, wait_timeout=120):
+# The Secret key of a Slurm login node's private key (spec.login of the backend), handed over in
+# the module's `login` option as its private_key: content, never a path.
+LOGIN_KEY = "loginPrivateKey"
+
+
+def handoff_document(action, connection, credentials, jobs=None, identities=None, wait_timeout=120, output_lines=None,
+                     output_secrets=None):
     """What the module of `action` reads from its pipe: the connection options but the backend's
     type (the playbook's one extra var), its work, and exactly the credentials of the backend that
     the Secret holds (a Secret may carry other keys, a CA for instance), each under the name of the
-    module option it sets."""
+    module option it sets; the login node's key from the Secret's loginPrivateKey in `login`.
+    `output_lines` ({identity: tail_lines}) asks a poll for the output of the jobs it finds finished,
+    `output_secrets` ({identity: [value]}) what to mask in each besides the connection's secrets."""
     credentials = credentials or {}
     document = dict((option, value) for option, value in connection.items() if option != "type" and value is not None)
     document.update((option, credentials[key]) for option, key in credential_keys(connection["type"]) if credentials.get(key))
+    if document.get("login") and credentials.get(LOGIN_KEY):
+        document["login"] = dict(document["login"], private_key=credentials[LOGIN_KEY])
     if action == "poll":
         document["identities"] = list(identities)
+        if output_lines:
+            document["output_lines"] = dict(output_lines)
+        if output_secrets:
+            document["output_secrets"] = dict(output_secrets)
     else:
         document["jobs"] = list(jobs)
     if action == "cancel":

@@ -83,7 +83,8 @@ def make_parser():
     parser.add_argument("--allowed-backend-url", dest="allowed_backend_urls", action="append", default=[],
                         metavar="PREFIX",
                         help="scheme://host[:port][/path] a BridgeJob's backend URLs (url, iamUrl, a kubeconfig's "
-                             "servers) must start with; repeat for more; any URL when none is given")
+                             "servers; a Slurm login node as ssh://host:port) must start with; repeat for more; any "
+                             "URL when none is given")
     for feature, what in (("exec", "exec and auth-provider plugins, which run commands on the controller's machine"),
                           ("files", "tokenFile and certificate, key and CA file paths, which read the controller's files"),
                           ("tls", "insecure-skip-tls-verify")):

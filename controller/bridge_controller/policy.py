@@ -12,8 +12,8 @@ with a condition naming the field, when it would make the controller
   certificate, key or CA *file* (the client reads them: in the Deployment the ServiceAccount
   token is such a file) and no insecure-skip-tls-verify, unless the operator allowed that
   feature (--insecure-kubeconfig-exec, -files, -tls), as Flux's controllers do;
-* reach a server the operator did not allow (--allowed-backend-url): spec.backend.url, iamUrl
-  and the kubeconfig's servers and proxies.
+* reach a server the operator did not allow (--allowed-backend-url): spec.backend.url, iamUrl,
+  a Slurm login node (login, as ssh://host:port) and the kubeconfig's servers and proxies.
 
 docs/security.md is the threat model these checks serve.
 """
@@ -37,7 +37,8 @@ KUBECONFIG_FEATURES = {
 USER_FIELDS = (("exec", "exec"), ("auth-provider", "exec"), ("tokenFile", "files"),
                ("client-certificate", "files"), ("client-key", "files"))
 CLUSTER_FIELDS = (("certificate-authority", "files"),)
-DEFAULT_PORTS = {"http": 80, "https": 443}
+# ssh: a Slurm backend's login node (spec.login), allowed as ssh://host[:port].
+DEFAULT_PORTS = {"http": 80, "https": 443, "ssh": 22}
 
 
 class UrlPrefix:
@@ -48,7 +49,7 @@ class UrlPrefix:
     def __init__(self, text):
         parts = urllib.parse.urlsplit(text)
         if parts.scheme not in DEFAULT_PORTS or not parts.hostname or parts.username or parts.query or parts.fragment:
-            raise ValueError("%r is not an http:// or https:// prefix scheme://host[:port][/path]" % text)
+            raise ValueError("%r is not an http://, https:// or ssh:// prefix scheme://host[:port][/path]" % text)
         self.text = text
         self.scheme, self.host, self.port = parts.scheme, parts.hostname, _port(parts)
         self.path = parts.path.rstrip("/")
@@ -117,6 +118,10 @@ class Policy:
                 refused = self.url_refusal("%s.%s" % (where, field), backend[field])
                 if refused:
                     return refused
+        login = backend.get("login") or {}
+        if login.get("host"):
+            host = login["host"] if login["host"].startswith("[") or ":" not in login["host"] else "[%s]" % login["host"]
+            return self.url_refusal("%s.login" % where, "ssh://%s:%d" % (host, login.get("port") or 22))
         return None
 
     def kubeconfig_refusal(self, text):

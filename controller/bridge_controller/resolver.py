@@ -20,7 +20,7 @@ from bridge_controller.policy import NAMESPACE_NOT_ALLOWED
 from bridge_controller.spec import backend_of, backend_ref, ref_key
 
 # The parts of spec.backend the runner connects with; the credentials go apart, through the pipe.
-CONNECTION_FIELDS = ("type", "url", "api_version", "iam_url", "validate_certs")
+CONNECTION_FIELDS = ("type", "url", "api_version", "iam_url", "validate_certs", "login")
 # Why a BridgeJob naming a backend object waits (the Submitted condition's reason): retried, never failed.
 BACKEND_NOT_FOUND = "BackendNotFound"
 NAMESPACE_UNKNOWN = "NamespaceNotFound"
@@ -129,6 +129,8 @@ class Resolver:
         """What the runner connects with (the credentials apart): the same for a backend key's CRs."""
         backend = backend or self.backend(obj)
         connection = dict((k, v) for k, v in backend.items() if k in CONNECTION_FIELDS)
+        if connection.get("login") is None:
+            connection.pop("login", None)   # a Slurm login node is the only field that is there or not
         if namespaced(backend["type"]):
             connection["namespace"] = backend["job_namespace"] or backend["namespace"]
         if backend["ca"]:

@@ -80,6 +80,9 @@ def item_outcome(action, item):
             return unreachable(error, item.get("msg"))
         return refused(error.get("reason"), item.get("msg"), reachable=True)
     job = item.get("job")
+    if job is not None and ("output" in item or "output_error" in item):
+        # A job the submit found finished: its output was read then, since it is not polled.
+        job = dict(job, **dict((key, item[key]) for key in ("output", "output_error") if key in item))
     if action == "cancel" and job is None:
         job = {"phase": "cancelled", "failure_class": "cancelled", "reason": "never submitted"}
     return Outcome({"job": job, "reachable": True, "submitted": job is not None and job.get("job_id") is not None,

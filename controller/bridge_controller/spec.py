@@ -12,6 +12,7 @@ from bridge_controller import query
 from bridge_controller.collection import module_utils
 
 FIELDS = module_utils("_fields")
+OUTPUT = module_utils("_output")
 # camelCase -> snake_case of the job spec's fields a BridgeJob has, from the collection's field table
 # (identity is the CR's UID and script may come from scriptFrom: job_params sets both).
 TOP_LEVEL = dict((FIELDS.camel(field.name), field.name) for field in FIELDS.TOP_FIELDS
@@ -70,8 +71,31 @@ def backend_of(obj):
         "job_namespace": backend.get("namespace"),
         "secret": (backend.get("credentialsSecretRef") or {}).get("name"),
         "ca": backend.get("caConfigMapRef"),
+        "login": login_of(backend),
         "namespace": obj["metadata"].get("namespace"),
     }
+
+
+def login_of(backend):
+    """The login node of a Slurm backend (spec.login: host, port, user, knownHosts), as the module's
+    `login` option names them; None without one. Its key is the Secret's loginPrivateKey, handed over
+    apart with the credentials: what the CR says is content, never a path on the controller's machine."""
+    login = backend.get("login")
+    if not login:
+        return None
+    names = {"host": "host", "port": "port", "user": "user", "knownHosts": "known_hosts"}
+    return dict((snake, login[camel]) for camel, snake in names.items() if login.get(camel) is not None)
+
+
+def output_lines(obj):
+    """spec.output.tailLines, or None when the CR does not ask for its job's output."""
+    return ((obj.get("spec") or {}).get("output") or {}).get("tailLines")
+
+
+def output_secrets(obj):
+    """The values of spec.environment whose names say they are secrets, masked in the job's output
+    as a module masks those of its spec (handed over through the pipe, never an extra var)."""
+    return OUTPUT.secret_values(dict((str(k), str(v)) for k, v in ((obj.get("spec") or {}).get("environment") or {}).items()))
 
 
 def placement_of(obj):
@@ -116,8 +140,9 @@ def backend_key(obj):
         return ("unplaced", namespace)
     backend = backend_of(obj)
     ca = backend["ca"] or {}
+    login = tuple(sorted((backend["login"] or {}).items()))
     return (backend["namespace"], backend["type"], backend["url"], backend["secret"], backend["api_version"],
-            backend["iam_url"], backend["validate_certs"], ca.get("name"), ca.get("key"), backend["job_namespace"])
+            backend["iam_url"], backend["validate_certs"], ca.get("name"), ca.get("key"), backend["job_namespace"], login)
 
 
 def refusal(obj):

@@ -17,7 +17,8 @@ _fields = module_utils("_fields")
 # Pending before there is a job.
 PHASE_BY_JOB_PHASE = dict((phase, phase.capitalize()) for phase in _backend.PHASES)
 TERMINAL = tuple(PHASE_BY_JOB_PHASE[phase] for phase in _backend.TERMINAL_PHASES)
-CONDITION_TYPES = ("Placed", "Submitted", "Running", "Succeeded", "Failed", "Cancelled", "BackendReachable", "ResultSelected")
+CONDITION_TYPES = ("Placed", "Submitted", "Running", "Succeeded", "Failed", "Cancelled", "BackendReachable", "ResultSelected",
+                   "OutputRead")
 JOB_FIELDS = {
     "job_id": "jobId",
     "native_state": "nativeState",
@@ -159,10 +160,27 @@ def desired_status(current, generation, job=None, reachable=None, message=None, 
     if applied and result_query is not None and phase in TERMINAL and status.get("jobId"):
         status["result"], (selected, reason, why) = query.selected(result_query, job)
         conditions = set_condition(conditions, "ResultSelected", selected, reason, why, now, generation)
+    if applied and phase in TERMINAL:
+        conditions = output_status(status, conditions, job, now, generation)
     status["conditions"] = conditions
     # A merge patch deletes the fields it sets to null, so a stored status never holds nulls;
     # keeping them here would make every later comparison differ and rewrite every CR each poll.
     return dict((key, value) for key, value in status.items() if value is not None)
+
+
+def output_status(status, conditions, job, now, generation):
+    """status.output and the OutputRead condition of a finished job whose output was read (the
+    module's `output`: text, lines, truncated) or could not be (`output_error`); conditions as they
+    were for a job whose output was not asked for."""
+    if job.get("output") is not None:
+        output = job["output"]
+        status["output"] = {"text": output.get("text") or "", "lines": output.get("lines") or 0,
+                            "truncated": bool(output.get("truncated"))}
+        return set_condition(conditions, "OutputRead", True, "Read", "%d lines%s" % (
+            status["output"]["lines"], ", truncated" if status["output"]["truncated"] else ""), now, generation)
+    if job.get("output_error"):
+        return set_condition(conditions, "OutputRead", False, "ReadFailed", str(job["output_error"])[:1000], now, generation)
+    return conditions
 
 
 def status_patch(current, desired):

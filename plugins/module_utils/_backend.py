@@ -28,6 +28,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     Unsupported,
     error_for_status,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._output import tail
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import refuse_unsupported, require_program
 
 # Every normalized job has at least these keys; backends may add their own (partition, nodes, ...).
@@ -407,6 +408,34 @@ class Backend(object):
         """The job's output, where the manager keeps it (capability "logs")."""
         raise Unsupported("%s does not serve job output through its API" % self.TITLE, "read logs of", "job",
                           job_id, self.TITLE, getattr(self, "url", None))
+
+    # The login node (_login.LoginNode) a backend whose manager does not serve job output reads it
+    # through; set from a module's `login` option.
+    login = None
+
+    def output_refusal(self, spec):
+        """Why this backend cannot read the output a spec asks for (spec["output"]), as a reason that
+        says what would make it possible; None when it can. Pure: checked before a submit."""
+        if "logs" in self.CAPABILITIES:
+            return None
+        return "%s does not serve a job's output" % self.TITLE
+
+    def read_output(self, job, tail_lines):
+        """(data, partial) of a finished job's output: bytes or text, at least its last `tail_lines`
+        lines where the backend can choose, and `partial` when data is only the end of it. One request.
+        By default the logs verb, asked for one line more, so that tail() sees whether any was left out."""
+        return self.logs(job["job_id"], tail_lines=tail_lines + 1), False
+
+    def output_secrets(self):
+        """The secrets this client knows (its token, password, session token), masked in job output."""
+        secrets = list(getattr(getattr(self, "transport", None), "secrets", None) or ())
+        return secrets + (self.login.secrets() if self.login is not None else [])
+
+    def job_output(self, job, tail_lines, secrets=()):
+        """{"text", "lines", "truncated"}: the end of a finished job's output as results and status
+        show it (_output.tail), scrubbed of `secrets` and of the client's own."""
+        data, partial = self.read_output(job, tail_lines)
+        return tail(data, tail_lines, secrets=list(secrets) + self.output_secrets(), partial=partial)
 
     def inventory(self):
         """What the inventory plugin makes hosts of: {"kind": records}, normalized, with "native"."""

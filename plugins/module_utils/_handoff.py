@@ -22,6 +22,7 @@ import os
 import select
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, SpecError
+from ansible_collections.bridge.hpc.plugins.module_utils._login import HANDED_OVER
 from ansible_collections.bridge.hpc.plugins.module_utils._module import check_query, fail_on_bridge_error, with_query
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 
@@ -88,8 +89,28 @@ def take_handoff(module, work):
         return False
     work = dict(work)
     work.update(HANDOFF_CONNECTION)
+    if module.params["backend"] == "slurm" and "login" in module.params:
+        work["login"] = dict   # the login node a Slurm job's output is read on (spec.login)
+    check_login(module, document.get("login"))
+    for values in (document.get("output_secrets") or {}).values() if isinstance(document.get("output_secrets"), dict) else ():
+        module.no_log_values.update(str(value) for value in values or () if value)
     merge_document(module, document, work, "handoff_pipe", "the handed-over document")
     return True
+
+
+def check_login(module, login):
+    """A handed-over login node holds content only (its key and known_hosts as text), never a path
+    on the controller's machine; its key is scrubbed from all output as a credential is."""
+    if login is None:
+        return
+    if not isinstance(login, dict):
+        raise SpecError("handoff_pipe", "login in the handed-over document must be a dict")
+    unknown = sorted(set(login) - set(HANDED_OVER))
+    if unknown:
+        raise SpecError("handoff_pipe", "unexpected keys %s in the handed-over login; allowed: %s"
+                        % (", ".join(unknown), ", ".join(HANDED_OVER)))
+    if login.get("private_key"):
+        module.no_log_values.add(login["private_key"])
 
 
 def merge_document(module, document, work, field, what):

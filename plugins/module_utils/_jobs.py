@@ -16,7 +16,14 @@ import time
 
 from ansible_collections.bridge.hpc.plugins.module_utils import _retry as retries
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import TERMINAL_PHASES
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed, BridgeError, CredentialsRefused, NotFound
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
+    AuthFailed,
+    BridgeError,
+    CredentialsRefused,
+    NotFound,
+    SpecError,
+)
+from ansible_collections.bridge.hpc.plugins.module_utils._output import error_text, secret_values
 
 SUMMARY_KEYS = ("job_id", "name", "identity", "phase", "native_state", "reason", "exit_code",
                 "signal", "failure_class", "partition")
@@ -143,12 +150,43 @@ def find_existing(client, spec):
     return first_found(client.find_many(identities, names=names), spec)
 
 
+def refuse_output(client, spec):
+    """SpecError on `output` when the spec asks for output this client cannot read (Slurm without
+    a login node, LSF without a stdout file); before anything is submitted, in check mode too."""
+    if not spec.get("output"):
+        return
+    why = client.output_refusal(spec)
+    if why:
+        raise SpecError("output", "not supported by the %s backend here: %s" % (client.TITLE, why))
+
+
+def read_output(client, job, spec, secrets=()):
+    """{"output": {text, lines, truncated}} of a finished job whose spec asks for its output, or
+    {"output_error": why it could not be read}; {} otherwise. At most one request (or one ssh
+    command): the job has ended, and what it wrote is read once. An output that cannot be read does
+    not fail the job's task: the job itself is as it is. `secrets` are masked besides the client's
+    own and the spec's secret-looking environment values."""
+    output = spec.get("output")
+    if not output or not job or not job.get("terminal") or not job.get("job_id"):
+        return {}
+    if job.get("stdout") is None and spec.get("stdout"):
+        job = dict(job, stdout=spec["stdout"])  # accounting may not record it
+    try:
+        masked = list(secrets) + secret_values(spec.get("environment"))
+        return {"output": client.job_output(job, output["tail_lines"], masked)}
+    except BridgeError as exc:
+        return {"output_error": error_text(exc)}
+
+
 def ensure_present(client, spec, check_mode=False, wait=False, wait_timeout=600, poll_interval=5,
                    cancel_rejected=True, sleep=time.sleep, clock=time.monotonic, wallclock=time.time):
     if spec.get("retry"):
+        client.render(spec)
+        refuse_output(client, spec)
         return ensure_attempts(client, spec, check_mode, wait, wait_timeout, poll_interval, cancel_rejected, sleep,
                                clock, wallclock)
     rendered = client.render(spec)
+    refuse_output(client, spec)
     existing = find_existing(client, spec)
     result = {"changed": False, "rendered": rendered, "failed": False}
     if getattr(client, "lookup", None):
@@ -181,6 +219,8 @@ def ensure_present(client, spec, check_mode=False, wait=False, wait_timeout=600,
     else:
         result["msg"] = "job %s is %s" % (job.get("job_id"), job["phase"])
     result["job"] = job
+    if not check_mode:
+        result.update(read_output(client, job, spec))
     return result
 
 
@@ -253,6 +293,9 @@ def ensure_attempts(client, spec, check_mode, wait, wait_timeout, poll_interval,
                                                                 job["next_attempt"]["due"])
     if len(job["attempts"]) > 1 or job.get("next_attempt"):
         result["msg"] += " (attempt %d of at most %d)" % (job["attempts"][-1]["attempt"], retries.limit_of(spec) + 1)
+    if not check_mode and decision.action == retries.DONE:
+        # The output of the attempt that ended the job; an attempt another follows is not read.
+        result.update(read_output(client, job, spec))
     return result
 
 
@@ -369,11 +412,15 @@ def ensure_many_present(client, specs, check_mode=False, wallclock=time.time):
         item = {"identity": spec["identity"], "changed": False, "failed": False}
         try:
             item["rendered"] = client.render(spec)
+            refuse_output(client, spec)
             if spec.get("retry"):
                 item["changed"], item["job"], item["rendered"] = _step(client, spec, existing, check_mode, wallclock,
                                                                        item["rendered"])
             else:
                 job = first_found(existing, spec)
+                if job is not None and not check_mode:
+                    # A job found finished is not polled again: its output is read now.
+                    item.update(read_output(client, job, spec))
                 if job is None:
                     client.check(spec)
                     job = predicted_job(spec, client)

@@ -19,6 +19,7 @@ from ansible.module_utils.basic import env_fallback, missing_required_lib
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import PHASES
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_absent, ensure_present
+from ansible_collections.bridge.hpc.plugins.module_utils._login import attach_login
 from ansible_collections.bridge.hpc.plugins.module_utils._query import (
     HAS_JMESPATH,
     JMESPATH_IMPORT_ERROR,
@@ -135,6 +136,7 @@ def run_job(module, client):
         raise SpecError("wait_timeout", "wait_timeout must be >= 0 and poll_interval > 0")
     wait_args = dict(check_mode=module.check_mode, wait=params["wait"], wait_timeout=params["wait_timeout"],
                      poll_interval=params["poll_interval"])
+    attach_login(client, params)
     if params["state"] == "present":
         spec = normalize_spec(params, client)
         result = ensure_present(client, spec, cancel_rejected=params["cancel_rejected"], **wait_args)

@@ -23,6 +23,7 @@ author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.connection
+  - bridge.hpc.login
   - bridge.hpc.job_spec.lifecycle
   - bridge.hpc.job_spec
 options:
@@ -67,6 +68,32 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+output:
+  description:
+    - The end of a finished job's output, when the spec asks for it with O(output) (read once, when the job is
+      found finished; one request, or one C(ssh) command on the login node for Slurm).
+    - Decoded as UTF-8 (U+FFFD for bytes that are not), without terminal escapes and control characters but
+      newline and tab, secrets masked as C(********) (the connection's token or password, and the values of
+      the spec's environment variables whose names hold TOKEN, SECRET, PASSWORD, PASSWD, KEY or CREDENTIAL),
+      then its last O(output.tail_lines) lines, cut to 4096 bytes at a line (or character) boundary.
+  returned: when the spec sets output and the job is finished and its output could be read
+  type: dict
+  contains:
+    text:
+      description: The lines, each ending with a newline.
+      type: str
+    lines:
+      description: How many lines RV(output.text) holds.
+      type: int
+    truncated:
+      description: Whether the job wrote more than RV(output.text) shows.
+      type: bool
+  sample: {"text": "step 9 of 10\nloss 0.0123\n", "lines": 2, "truncated": true}
+output_error:
+  description: Why the output of a finished job could not be read, when the spec asks for it; the job's result stands.
+  returned: when the spec sets output and the job is finished and its output could not be read
+  type: str
+  sample: "Failed to read job output '/home/alice/slurm-42.out' on the login node at ssh://alice@login1:22: tail: cannot open ..."
 lookup:
   description:
     - How the backend looked the identity up, where it has more than one way (Slurm, C(accounting),
@@ -213,10 +240,11 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     main_for,
     run_job,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._login import LOGIN_OPTIONS
 
 
 def main():
-    module = AnsibleModule(**job_module_args(any_backend_options()))
+    module = AnsibleModule(**job_module_args(any_backend_options(), **LOGIN_OPTIONS))
     main_for(module, chosen_backend, run_job)
 
 

@@ -18,7 +18,8 @@ description:
   - On Slurm with accounting (slurmdbd), identities slurmctld does not know are then looked for in
     accounting, with one more request per 50 of them, so that a job slurmctld forgot (C(MinJobAge)
     after its end) is still found.
-  - With O(handoff_pipe), the handed-over object may hold C(identities) and the backend's
+  - With O(handoff_pipe), the handed-over object may hold C(identities), C(output_lines), C(output_secrets), C(login) (with its
+    key and known_hosts as text, never a path) and the backend's
     credentials (C(user) and C(token); C(user) and C(password) for LSF; C(api_key) and C(service_crn) for IBM Quantum; C(kubeconfig_content) for Kubernetes).
 author:
   - Bridge developers (@bridge-hpc)
@@ -26,6 +27,7 @@ extends_documentation_fragment:
   - bridge.hpc.connection
   - bridge.hpc.handoff
   - bridge.hpc.query
+  - bridge.hpc.login
 options:
   backend:
     description:
@@ -56,6 +58,20 @@ options:
         anything was left out. When the results cannot be read, C(results_summary) holds C(error) instead.
     type: bool
     default: false
+  output_lines:
+    description:
+      - Also read the end of the output of the finished jobs found among these identities, under C(output) in
+        the job (or C(output_error) when it cannot be read), given as identity to the number of last lines (1 to 1000),
+        as a spec's O(bridge.hpc.job#module:output.tail_lines) says, shown as RV(bridge.hpc.job#module:output).
+        One request per finished job (one C(ssh) command on O(login) for Slurm); the BridgeJob controller asks
+        for it and stops polling a job once it is finished, so it reads a job's output once.
+    type: dict
+  output_secrets:
+    description:
+      - Values masked in the output of each identity of O(output_lines), besides the connection's secrets, given as
+        identity to a list of values, such as the values of the secret-looking environment variables of the job's spec (the
+        BridgeJob controller hands them over). Never logged.
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -89,6 +105,7 @@ jobs:
     - The jobs found, by identity, each normalized as RV(bridge.hpc.job#module:job) with the keys of
       its backend, without C(native) unless O(include_native=true).
     - With O(results_summary=true), a finished job's C(results_summary), where its backend keeps results.
+    - With O(output_lines), a finished job's C(output) or C(output_error).
   returned: when query is not set
   type: dict
   sample: {"sweep-lr-0.1": {"job_id": "41", "phase": "running"}}
@@ -115,8 +132,10 @@ query_result:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.bridge.hpc.plugins.module_utils._handoff import HANDOFF_OPTIONS, handoff_or_exit
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError
-from ansible_collections.bridge.hpc.plugins.module_utils._jobs import read_many
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, SpecError
+from ansible_collections.bridge.hpc.plugins.module_utils._jobs import read_many, read_output
+from ansible_collections.bridge.hpc.plugins.module_utils._login import LOGIN_OPTIONS, attach_login
+from ansible_collections.bridge.hpc.plugins.module_utils._fields import MAX_TAIL_LINES
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     any_backend_options,
     chosen_backend,
@@ -141,8 +160,37 @@ def add_results_summary(client, job):
         job["results_summary"] = summary
 
 
+def add_output(client, job, tail_lines, secrets=()):
+    """A finished job's output under `output`, or why it could not be read under `output_error`:
+    one job's output must not fail the poll of every other job."""
+    if not job.get("terminal"):
+        return
+    job.update(read_output(client, job, {"output": {"tail_lines": tail_lines}}, secrets=secrets))
+
+
+def output_lines(value):
+    """{identity: tail_lines} of the option, checked."""
+    lines = {}
+    for identity, count in (value or {}).items():
+        try:
+            count = int(count)
+        except (TypeError, ValueError):
+            count = 0
+        if not 1 <= count <= MAX_TAIL_LINES:
+            raise SpecError("output_lines.%s" % identity, "must be a number of lines from 1 to %d" % MAX_TAIL_LINES)
+        lines[identity] = count
+    return lines
+
+
 def read_jobs(module, client):
+    lines = output_lines(module.params.get("output_lines"))
+    secrets = module.params.get("output_secrets") or {}
+    attach_login(client, module.params)
     found, missing = read_many(client, module.params["identities"])
+    # Read before the native payloads go: a Slurm array task's file name needs its array ids.
+    for identity, job in found.items():
+        if identity in lines:
+            add_output(client, job, lines[identity], [str(value) for value in secrets.get(identity) or ()])
     if not module.params["include_native"]:
         found = dict(zip(found, without_native(list(found.values()))))
     if module.params["results_summary"]:
@@ -157,12 +205,15 @@ def main():
         identities=dict(type="list", elements="str"),
         include_native=dict(type="bool", default=False),
         results_summary=dict(type="bool", default=False),
+        output_lines=dict(type="dict"),
+        output_secrets=dict(type="dict", no_log=True),
     )
     options.update(HANDOFF_OPTIONS)
+    options.update(LOGIN_OPTIONS)
     options.update(QUERY_OPTIONS)
     module = AnsibleModule(argument_spec=options, supports_check_mode=True, required_one_of=[("identities", "handoff_pipe")],
                            mutually_exclusive=[("identities", "handoff_pipe")])
-    handoff_or_exit(module, {"identities": list}, idle_result={"jobs": {}, "missing": [], "requests": 0})
+    handoff_or_exit(module, {"identities": list, "output_lines": dict, "output_secrets": dict}, idle_result={"jobs": {}, "missing": [], "requests": 0})
     main_for(module, chosen_backend, read_jobs)
 
 

@@ -20,13 +20,15 @@ description:
     the others. The task fails when any item failed, unless O(fail_on_item_error=false).
   - Submitted jobs are reported as queued without reading each back; read them all at once with
     M(bridge.hpc.job_info).
-  - With O(handoff_pipe), the handed-over object may hold C(jobs), C(wait_timeout) and the backend's
+  - With O(handoff_pipe), the handed-over object may hold C(jobs), C(wait_timeout), C(login) (with its key and
+    known_hosts as text, never a path) and the backend's
     credentials (C(user) and C(token); C(user) and C(password) for LSF; C(api_key) and C(service_crn) for IBM Quantum; C(kubeconfig_content) for Kubernetes).
 author:
   - Bridge developers (@bridge-hpc)
 extends_documentation_fragment:
   - bridge.hpc.connection
   - bridge.hpc.handoff
+  - bridge.hpc.login
 options:
   backend:
     description:
@@ -133,6 +135,16 @@ results:
     failed:
       description: Whether this item was invalid or refused.
       type: bool
+    output:
+      description:
+        - The end of the output of a job found finished, when its spec asks for it, as RV(bridge.hpc.job#module:output)
+          (a job this run submits is not finished yet; M(bridge.hpc.job_info) reads its output later).
+      type: dict
+      returned: when the item's spec sets output and its job was found finished
+    output_error:
+      description: Why that output could not be read.
+      type: str
+      returned: when the item's spec sets output, its job was found finished and its output could not be read
     job:
       description:
         - The job, normalized, with the keys every backend returns; each backend adds its own, as its
@@ -223,6 +235,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._handoff import HANDOFF_OPTIONS, handoff_or_exit
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_many_absent, ensure_many_present
+from ansible_collections.bridge.hpc.plugins.module_utils._login import LOGIN_OPTIONS, attach_login
 from ansible_collections.bridge.hpc.plugins.module_utils._module import (
     any_backend_options,
     chosen_backend,
@@ -260,6 +273,7 @@ def run_batch(module, client):
     items = module.params["jobs"]
     valid, failures = validate_items(items)
     results = dict((index, failed_item(index, items, exc)) for index, exc in failures)
+    attach_login(client, module.params)
     if module.params["state"] == "present":
         specs = []
         for index, params in valid:
@@ -303,6 +317,7 @@ def main():
         poll_interval=dict(type="float", default=5.0),
     )
     options.update(HANDOFF_OPTIONS)
+    options.update(LOGIN_OPTIONS)
     module = AnsibleModule(argument_spec=options, supports_check_mode=True,
                            required_one_of=[("jobs", "handoff_pipe")], mutually_exclusive=[("jobs", "handoff_pipe")])
     handoff_or_exit(module, {"jobs": list, "wait_timeout": int}, idle_result={"results": [], "failed_count": 0})

@@ -130,6 +130,32 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+output:
+  description:
+    - The end of a finished job's output, when the spec asks for it with O(output) (read once, when the job is
+      found finished, with one request).
+    - Decoded as UTF-8 (U+FFFD for bytes that are not), without terminal escapes and control characters but
+      newline and tab, secrets masked as C(********) (the connection's token or password, and the values of
+      the spec's environment variables whose names hold TOKEN, SECRET, PASSWORD, PASSWD, KEY or CREDENTIAL),
+      then its last O(output.tail_lines) lines, cut to 4096 bytes at a line (or character) boundary.
+  returned: when the spec sets output and the job is finished and its output could be read
+  type: dict
+  contains:
+    text:
+      description: The lines, each ending with a newline.
+      type: str
+    lines:
+      description: How many lines RV(output.text) holds.
+      type: int
+    truncated:
+      description: Whether the job wrote more than RV(output.text) shows.
+      type: bool
+  sample: {"text": "step 9 of 10\nloss 0.0123\n", "lines": 2, "truncated": true}
+output_error:
+  description: Why the output of a finished job could not be read, when the spec asks for it; the job's result stands.
+  returned: when the spec sets output and the job is finished and its output could not be read
+  type: str
+  sample: "Failed to read logs of job '42' on ...: ..."
 job_id:
   description: IBM Quantum job id; null in check mode for a job that would be submitted.
   returned: always

@@ -859,6 +859,20 @@ class Cluster(object):
         ])
 
 
+def readable_by(account, path):
+    """Whether the job's user may read `path` (the simulator's own user when jobs run as it)."""
+    if account is None:
+        return os.access(path, os.R_OK)
+    info = os.stat(path)
+    if account.pw_uid == 0:
+        return True
+    if info.st_uid == account.pw_uid:
+        return bool(info.st_mode & 0o400)
+    if info.st_gid in os.getgrouplist(account.pw_name, account.pw_gid):
+        return bool(info.st_mode & 0o040)
+    return bool(info.st_mode & 0o004)
+
+
 def group_rss_mb(pgid):
     """Resident memory (MB) of every process in a process group, from /proc."""
     total = 0
@@ -978,14 +992,17 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # A simulator bug answers 500 with PAC's error body rather than a dropped connection.
             reply = error_reply(500, "Simulator error: %s: %s" % (type(exc).__name__, exc))
-        if isinstance(reply, str):
-            ctype, payload = "text/plain", reply.encode()
+        if isinstance(reply, bytes):
+            ctype, payload = "application/octet-stream", reply
+        elif isinstance(reply, str):
+            ctype, payload = "text/plain; charset=UTF-8", reply.encode()
         else:
             ctype, payload = reply.render(want_json)
-        status = 200 if isinstance(reply, str) else reply.status
+            ctype += "; charset=UTF-8"
+        status = 200 if isinstance(reply, (str, bytes)) else reply.status
         self.server.access(method, url.path, status)
         self.send_response(status)
-        self.send_header("Content-Type", ctype + "; charset=UTF-8")
+        self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
@@ -1088,6 +1105,8 @@ class App(object):
                 return legacy_error("Action %s is not simulated; only kill is." % action)
             job_id, index = ids_of(job_id)[0]
             return Reply("actionMsg", self.cluster.kill(user, job_id, admin, index=index))
+        if method == "GET" and path.startswith(legacy + "file/"):
+            return self.download(user, admin, path[len(legacy + "file/"):], body)
         if method == "POST" and path in (ws + "userCmd", legacy + "userCmd"):
             return self.user_cmd(user, admin, body)
         if method == "GET" and path == ws + "queues":
@@ -1160,6 +1179,30 @@ class App(object):
                 ("id", j.ref), ("name", j.name), ("status", LONG_STATUS[j.status]), ("queue", j.queue),
                 ("user", j.user), ("cmd", j.command),
                 ("exitCode", "" if j.exit_status is None else j.exit_status)]) for j in jobs]})
+
+    def download(self, user, admin, job_id, body):
+        # pacclient's download (pacclient.py downloadFile): GET webservice/pacclient/file/<jobId> with
+        # the file's path as a text/plain body; the file's bytes come back, and an empty body when the
+        # file does not exist or the user may not read it (pacclient: "Download failed. you have no
+        # permission or the specified file does not exist"). Docs silent on which files: the simulator
+        # serves the job's own files, in its cwd or its -o/-e files, readable by the job's user.
+        match = re.match(r"^(\d+)(?:\[\d+\])?$", urllib.parse.unquote(job_id))
+        if not match:
+            return legacy_error("Bad job id %r." % job_id)
+        with self.cluster.lock:
+            job = self.cluster.jobs.get(int(match.group(1)))
+            if job is None or (job.user != user and not admin):
+                return legacy_error("Job <%s>: No matching job found" % match.group(1))
+            name = body.decode("utf-8", "replace").strip()
+            path = os.path.realpath(os.path.join(job.cwd, name))
+            own = {os.path.realpath(p) for unit in job.units()
+                   for p in (getattr(unit, "outfile", ""), getattr(unit, "errfile", "")) if p}
+            inside = path in own or path.startswith(os.path.realpath(job.cwd) + os.sep)
+            account = self.cluster.account(job.user)
+        if not name or not inside or not os.path.isfile(path) or not readable_by(account, path):
+            return b""
+        with open(path, "rb") as handle:
+            return handle.read()
 
     def user_cmd(self, user, admin, body):
         # <UserCmd><cmd>bkill 1234</cmd></UserCmd> -> <cmdMsg> (external-apis.md §2.4; the Bridge

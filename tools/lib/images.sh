@@ -38,8 +38,11 @@ lock_image_cache() {
   flock 7
 }
 SUITE=bookworm
-# python3-venv brings ensurepip (pip's wheel); ca-certificates: what pip needs to reach an index.
-BASE_PACKAGES=(python3 python3-venv ca-certificates)
+# python3-venv brings ensurepip (pip's wheel); ca-certificates: what pip needs to reach an index;
+# openssh-client: the controller reads a Slurm job's output on the cluster's login node with ssh
+# (module_utils/_login.py), and an execution environment's Ansible reaches hosts with it. Builds
+# run with --network=none, so the Containerfiles cannot apt-get it themselves.
+BASE_PACKAGES=(python3 python3-venv ca-certificates openssh-client)
 # As python:3.11-slim sets them.
 BASE_CHANGES=("ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin" "ENV LANG=C.UTF-8"
               'CMD ["python3"]')

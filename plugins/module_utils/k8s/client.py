@@ -25,6 +25,7 @@ import os
 import re
 import time
 
+from ansible_collections.bridge.hpc.plugins.module_utils._arrays import parse_indexes
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     Backend,
     ShapeError,
@@ -91,6 +92,8 @@ MIN_ARRAY_VERSION = (1, 29)
 
 
 SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+# The label an Indexed Job's Pods carry with their completion index (Kubernetes 1.28 and later).
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
 
 class K8sClient(Backend):
@@ -408,17 +411,41 @@ class K8sClient(Backend):
         except NotFound:
             raise self.error(NotFound, "no such job", "cancel", "job", job_id, 404)
 
-    def logs(self, job_id, tail_lines=None):
-        """The output of the job's newest Pod; empty while no container has started."""
-        pod = self.decoded(newest_pod, self._pods("job-name=%s" % job_id), "list_namespaced_pod",
-                           "read logs of", "job", job_id)
+    def logs(self, job_id, tail_lines=None, index=None):
+        """The output of the job's newest Pod (of completion index `index` of an Indexed Job); empty
+        while no container has started."""
+        selector = "job-name=%s" % job_id
+        if index is not None:
+            selector += ",%s=%d" % (COMPLETION_INDEX_LABEL, index)
+        pod = self.decoded(newest_pod, self._pods(selector), "list_namespaced_pod", "read logs of", "job", job_id)
         if pod is None:
             return ""
+        return self._pod_log(job_id, pod["metadata"]["name"], tail_lines)
+
+    def read_output(self, job, tail_lines):
+        """The log of a finished job's Pod, one request when the job as read names its Pod; for an
+        Indexed Job, of the Pod of its first failed index (job["array"]["failed_indexes"])."""
+        array = job.get("array") or {}
+        failed = (array.get("failed_indexes") or "").split(",")[0].split("-")[0].strip()
+        if failed.isdigit():
+            # The Pod's completion index is the failed index's place in the asked set (the same
+            # number for a dense 0..n-1 array).
+            asked = parse_indexes(array["indexes"]) if array.get("indexes") else ()
+            index = asked.index(int(failed)) if int(failed) in asked else int(failed)
+            return self.logs(job["job_id"], tail_lines=tail_lines + 1, index=index), False
+        if job.get("pod"):
+            return self._pod_log(job["job_id"], job["pod"], tail_lines + 1), False
+        return self.logs(job["job_id"], tail_lines=tail_lines + 1), False
+
+    def output_secrets(self):
+        return list(self._secrets)
+
+    def _pod_log(self, job_id, pod_name, tail_lines):
         kwargs = {"container": CONTAINER}
         if tail_lines:
             kwargs["tail_lines"] = tail_lines
         try:
-            return self._call("read logs of", "job", job_id, self.core.read_namespaced_pod_log, pod["metadata"]["name"],
+            return self._call("read logs of", "job", job_id, self.core.read_namespaced_pod_log, pod_name,
                               self.namespace, raw=True, **kwargs)
         except Rejected as exc:
             if exc.status == 400:

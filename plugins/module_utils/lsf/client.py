@@ -23,6 +23,11 @@ import re
 import time
 from xml.sax.saxutils import escape
 
+try:
+    from urllib.parse import quote
+except ImportError:  # Python 2, where ansible-test's compile test still looks
+    from urllib import quote
+
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     Backend,
     ShapeError,
@@ -39,7 +44,9 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     ServerError,
     SpecError,
     Timeout,
+    Unsupported,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._job_output import lsf_output_paths
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import (
     error_text,
@@ -57,6 +64,8 @@ MANAGER = "LSF"
 # The scheme and host of a URL, before the Application Center's context root.
 CONTEXT_ROOT = re.compile(r"^[a-z]+://[^/]*", re.IGNORECASE)
 QUOTE = "#quote#"
+# What pacclient accepts from its file download: the file's bytes, or an XML message.
+DOWNLOAD_ACCEPT = "text/plain,application/xml,text/xml,application/octet-stream"
 COOKIE = "platform_token"
 
 
@@ -254,6 +263,42 @@ class LsfClient(Backend):
             raise
         if message and _BKILL_NO_JOB.search(message):
             raise self.error(NotFound, message, "cancel", "job", job_id)
+
+    def download(self, job_id, path):
+        """The bytes of a file of a job, as `pacclient download` fetches them: GET
+        /webservice/pacclient/file/<job id> with the file's path as a text/plain body (pacclient.py's
+        downloadFile). PAC answers an empty body for a file that does not exist or that the user may
+        not read (pacclient then says "you have no permission or the specified file does not exist"),
+        as for an empty file: all three are b"". An <errMsg> answer is the refusal it says."""
+        content_type, data = self.call(
+            "GET", "/webservice/pacclient/file/%s" % quote(str(job_id), safe="[]"), "download", "file", path,
+            content=path.encode("utf-8"), headers={"Content-Type": "text/plain", "Accept": DOWNLOAD_ACCEPT},
+            read=lambda response: (response.headers.get("content-type") or "", response.content))
+        if "xml" in content_type.lower():
+            try:
+                answer = parse_answer(data.decode("utf-8", "replace"))
+                root, _value = unwrap(answer)
+            except ValueError:
+                root = None
+            if root in ("errMsg", "error"):
+                raise self.error(Rejected, self.transport.scrub(error_text(answer) or "refused without a message"),
+                                 "download", "file", path)
+        return data
+
+    def output_refusal(self, spec):
+        if not spec.get("stdout"):
+            return ("LSF keeps a job's output only in its stdout file (bsub -o) and mails it otherwise; set stdout "
+                    "so that Application Center can serve the file")
+        return None
+
+    def read_output(self, job, tail_lines):
+        """The job's stdout file (%J and %I expanded, relative to its cwd) through Application
+        Center's file download: one request, the whole file."""
+        path = lsf_output_paths(job)["stdout"]
+        if not path:
+            raise self.error(Unsupported, "the job has no stdout file (bsub -o), so LSF mailed its output",
+                             "read output of", "job", job["job_id"])
+        return self.download(job["job_id"], path), False
 
     def queues(self):
         return self.call("GET", "/ws/queues", "list", "queues",

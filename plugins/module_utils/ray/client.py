@@ -27,6 +27,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     BridgeError,
     NotFound,
     Rejected,
+    ServerError,
     SpecError,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
@@ -217,6 +218,25 @@ class RayClient(Backend):
             lines = text.splitlines(True)
             text = "".join(lines[-tail_lines:])
         return text
+
+    def read_output(self, job, tail_lines):
+        """The end of a finished job's driver log: the Jobs API's GET /api/jobs/<id>/logs, one request.
+        That endpoint decodes the log as UTF-8 and answers HTTP 500 (UnicodeDecodeError) when the
+        driver wrote bytes that are not; then the log file's bytes come from the State API (GET
+        /api/v0/logs/file on the driver's node, its last lines), a second request."""
+        try:
+            return self.logs(job["job_id"], tail_lines=tail_lines + 1), False
+        except ServerError as exc:
+            node = (job.get("native") or {}).get("driver_node_id")
+            if exc.status != 500 or "decode" not in exc.reason.lower() or not node:
+                raise
+        params = {"node_id": node, "filename": "job-driver-%s.log" % job["job_id"], "lines": tail_lines + 1}
+        data = self.call("GET", "/api/v0/logs/file", "read logs of", "job", job["job_id"], params=params,
+                         read=lambda response: response.content)
+        if data.startswith(b"A file is not found at"):
+            # Ray 2.60 answers a missing file with 200 and this text (naming its own path).
+            raise self.error(NotFound, "Ray keeps no driver log of this job", "read logs of", "job", job["job_id"])
+        return data, False
 
     def nodes(self):
         return self.call("GET", "/api/v0/nodes", "list", "nodes", params={"detail": "true", "limit": 10000},

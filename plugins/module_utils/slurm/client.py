@@ -36,7 +36,9 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     Rejected,
     SpecError,
     Timeout,
+    Unsupported,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._job_output import slurm_output_paths
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import IDEMPOTENT_METHODS, Transport
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.accounting import LOOKUP_WINDOW_DAYS, job_comment, query
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.arrays import UNKNOWN_END, ended_record, ended_task, fold
@@ -122,6 +124,11 @@ def read_token_file(path):
         raise SpecError("token_file", "'%s' holds no token: expected a JWT or the SLURM_JWT=... line of scontrol token"
                         % path)
     return token
+
+
+# How much of the end of a job's stdout file is read over SSH: enough for the most lines an
+# `output` may ask for (1000) of any sensible length; what results show is 4 KiB at most.
+OUTPUT_READ_BYTES = 262144
 
 
 # ---------------------------------------------------------------- the client
@@ -663,6 +670,20 @@ class SlurmClient(Backend):
             if code == INVALID_JOB_ID:
                 raise self.error(NotFound, message or "no such job", "cancel", "job", job_id)
             raise self.error(Rejected, message or "signal refused", "cancel", "job", job_id)
+
+    def output_refusal(self, spec):
+        if self.login is None:
+            return ("slurmrestd does not serve a job's output; give the option login (an SSH login node that "
+                    "sees the job's files, as the user the job runs as) to read its stdout file there")
+        return None
+
+    def read_output(self, job, tail_lines):
+        """The end of the job's stdout file (Slurm's filename patterns expanded) on the login node:
+        one ssh command reading at most OUTPUT_READ_BYTES."""
+        if self.login is None:
+            raise self.error(Unsupported, self.output_refusal({}), "read output of", "job", job["job_id"])
+        path = slurm_output_paths(job)["stdout"]
+        return self.login.read_end(path, OUTPUT_READ_BYTES)
 
     def partitions(self):
         return self.call("GET", self._path("partitions/"), "list", "partitions",

@@ -131,8 +131,10 @@ class FakeRunner:
         # The module's time of day, for retries' backoffs (the real one when None).
         self.wallclock = wallclock
 
-    def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120):
+    def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120, output_lines=None,
+            output_secrets=None):
         self.calls.append((action, backend.get("url"), len(jobs or identities or ())))
+        self.output_lines = output_lines
         from ansible_collections.bridge.hpc.plugins.module_utils import _jobs
         from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
         from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
@@ -152,6 +154,11 @@ class FakeRunner:
             return {"results": [done[job["identity"]] for job in jobs]}
         if action == "poll":
             found, missing = _jobs.read_many(self.backend, identities)
+            # Like bridge.hpc.job_info's output_lines: the output of the finished jobs asked for.
+            for identity, lines in (output_lines or {}).items():
+                if identity in found:
+                    found[identity].update(_jobs.read_output(self.backend, found[identity], {"output": {"tail_lines": lines}},
+                                                             secrets=(output_secrets or {}).get(identity) or ()))
             return {"jobs": found, "missing": missing, "requests": 1}
         limits = dict((job["identity"], (job.get("retry") or {}).get("limit")) for job in jobs)
         return {"results": _jobs.ensure_many_absent(self.backend, [job["identity"] for job in jobs], wait=True,

@@ -40,7 +40,7 @@ def test_a_bridgebackends_connection_has_spec_backend_ofs_keys_and_reads_its_sec
     assert set(connection) == set(backend_of(job)) | {"secret_namespace", "ca_namespace"}
     assert connection == {"type": "slurm", "url": "http://slurm:6820", "api_version": "v0.0.42", "iam_url": None,
                           "validate_certs": True, "job_namespace": None, "secret": "slurm",
-                          "ca": {"name": "ca", "key": "ca.crt"}, "namespace": "team-a",
+                          "ca": {"name": "ca", "key": "ca.crt"}, "login": None, "namespace": "team-a",
                           "secret_namespace": "team-a", "ca_namespace": "team-a"}
     # The probe has no BridgeJob: the object's own namespace.
     assert bo.connection_of(obj, None)["namespace"] == "team-a"

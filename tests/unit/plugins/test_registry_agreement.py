@@ -128,3 +128,31 @@ def test_the_playbooks_read_from_the_environment_exactly_what_each_backends_modu
     for name, backend in BACKENDS.items():
         assert settings[name] == dict((option, "{{ %s }}" % " or ".join(
             "lookup('ansible.builtin.env', '%s')" % variable for variable in names)) for option, names in backend.ENV.items())
+
+
+# The modules that take the login node a Slurm job's output is read on (_login.LOGIN_OPTIONS).
+LOGIN_MODULES = ("slurm_job", "job", "jobs", "job_info")
+
+
+def test_the_login_fragment_documents_the_login_option_and_no_connection_fragment_repeats_it():
+    """`login` is one doc fragment (bridge.hpc.login), not a connection option of any backend: the
+    connection fragments and inventory plugins stay as the registry says, and the modules that read
+    a Slurm job's output extend the login fragment."""
+    from ansible_collections.bridge.hpc.plugins.module_utils._login import LOGIN_OPTIONS
+
+    documented = documented_options(fragment("login").DOCUMENTATION)
+    assert sorted(documented) == sorted(LOGIN_OPTIONS) == ["login"]
+    suboptions = documented["login"]["suboptions"]
+    spec = LOGIN_OPTIONS["login"]["options"]
+    assert sorted(suboptions) == sorted(spec)
+    for name, option in spec.items():
+        assert suboptions[name]["type"] == option["type"], name
+        assert suboptions[name].get("default") == option.get("default"), name
+        assert suboptions[name].get("required", False) == option.get("required", False), name
+        if option.get("no_log"):
+            assert "Never logged" in " ".join(suboptions[name]["description"]), name
+    for name in ["connection"] + sorted(BACKENDS):
+        assert "login" not in documented_options(fragment(name).DOCUMENTATION), name
+    for module in LOGIN_MODULES:
+        docs = yaml.safe_load(importlib.import_module("ansible_collections.bridge.hpc.plugins.modules.%s" % module).DOCUMENTATION)
+        assert "bridge.hpc.login" in docs["extends_documentation_fragment"], module

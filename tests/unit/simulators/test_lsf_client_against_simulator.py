@@ -109,3 +109,26 @@ def test_an_array_with_index_0_runs_shifted_and_folds_into_one_record_polled_wit
     assert sorted((tmp_path / ("seen.%d" % i)).read_text() for i in range(6)) == ["%d %d\n" % (i, i + 1) for i in range(6)]
     assert client.get(job["job_id"])["array"]["failed_indexes"] == "2,4"
     assert _jobs.ensure_present(client, spec)["changed"] is False
+
+
+def test_a_finished_jobs_output_comes_through_application_centers_file_download(client, tmp_path):
+    """pacclient's download (GET webservice/pacclient/file/<id>, the path as the body) of the job's
+    -o file: unicode, bytes that are not UTF-8, NUL and ESC, and the password masked."""
+    script = ("#!/bin/bash\nprintf 'héllo ✓\\n\\xff\\xfe raw\\n\\x00nul \\x1b[31mred\\x1b[0m\\n'\n"
+              "echo \"pw=$LSF_PW\"\nfor i in $(seq 1 30); do echo line $i; done\n")
+    spec = normalize_spec({"script": script, "identity": "agree-out-%s" % tmp_path.name, "stdout": str(tmp_path / "o-%J.txt"),
+                           "environment": {"LSF_PW": client.password}, "output": {"tail_lines": 40}}, client)
+    result = _jobs.ensure_present(client, spec, wait=True, wait_timeout=20, poll_interval=0.1)
+    assert result["job"]["phase"] == "completed", result
+    text = result["output"]["text"]
+    assert text.startswith(u"héllo ✓\n\ufffd\ufffd raw\nnul red\npw=********\nline 1\n") and text.endswith("line 30\n")
+    assert client.password not in text and result["output"]["truncated"] is False
+
+
+def test_a_file_that_is_not_the_jobs_downloads_as_nothing(client, tmp_path):
+    spec = normalize_spec({"script": "#!/bin/bash\necho hi\n", "identity": "agree-dl-%s" % tmp_path.name,
+                           "stdout": str(tmp_path / "o.txt")})
+    job = wait_terminal(client, client.submit(spec))
+    assert client.download(job["job_id"], str(tmp_path / "o.txt")) == b"hi\n"
+    assert client.download(job["job_id"], "/etc/hostname") == b""
+    assert client.download(job["job_id"], str(tmp_path / "missing.txt")) == b""
