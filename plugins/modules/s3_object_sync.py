@@ -79,7 +79,9 @@ options:
   ca_bundle:
     description:
       - PEM file of the certificate authorities to trust for O(endpoint_url) instead of the system store.
-      - If not set, the environment variable E(AWS_CA_BUNDLE) is used.
+      - If not set, the environment variable E(BRIDGE_S3_CA_BUNDLE) (what the AWX credential type Bridge S3
+        injects), then E(AWS_CA_BUNDLE) is used. An environment variable that is set but empty counts as not set,
+        for this and every other option.
     type: path
   validate_certs:
     description:
@@ -178,10 +180,23 @@ bytes_transferred:
   sample: 120
 """
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+import os
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.errors import AnsibleFallbackNotFound
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError
 from ansible_collections.bridge.hpc.plugins.module_utils._s3_sync import BOTO3_IMPORT_ERROR, HAS_BOTO3, sync
+
+
+def env_fallback(*names):
+    """The first of the environment variables `names` that is set and not empty: an empty one (what
+    an AWX credential injects for a field left empty) is not set."""
+    for name in names:
+        if os.environ.get(name):
+            return os.environ[name]
+    raise AnsibleFallbackNotFound
+
 
 ARGUMENT_SPEC = dict(
     direction=dict(type="str", required=True, choices=["upload", "download"]),
@@ -193,7 +208,7 @@ ARGUMENT_SPEC = dict(
     region=dict(type="str", fallback=(env_fallback, ["AWS_DEFAULT_REGION", "AWS_REGION"])),
     access_key=dict(type="str", fallback=(env_fallback, ["AWS_ACCESS_KEY_ID"]), no_log=False),
     secret_key=dict(type="str", fallback=(env_fallback, ["AWS_SECRET_ACCESS_KEY"]), no_log=True),
-    ca_bundle=dict(type="path", fallback=(env_fallback, ["AWS_CA_BUNDLE"])),
+    ca_bundle=dict(type="path", fallback=(env_fallback, ["BRIDGE_S3_CA_BUNDLE", "AWS_CA_BUNDLE"])),
     validate_certs=dict(type="bool", default=True),
     part_size_mb=dict(type="int", default=8),
     multipart_threshold_mb=dict(type="int", default=16),

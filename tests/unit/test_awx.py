@@ -174,7 +174,36 @@ def test_a_module_builds_its_client_from_the_rendered_environment(backend, monke
 
 def test_an_empty_optional_input_renders_as_an_empty_string():
     env = awx_credentials.inject(TYPES["s3"], {"access_key": "a", "secret_key": "s"})
-    assert env["AWS_CA_BUNDLE"] == "" and env["BRIDGE_S3_ENDPOINT"] == ""
+    assert env["BRIDGE_S3_CA_BUNDLE"] == "" and env["BRIDGE_S3_ENDPOINT"] == ""
+
+
+# Variables that other software in the same job reads (boto3, so amazon.aws and the aws CLI), where
+# an empty value is not "unset": an empty AWS_CA_BUNDLE fails every boto3 call (older botocore
+# verifies nothing), an empty AWS_DEFAULT_REGION is refused.
+FOREIGN_PREFIXES = ("AWS_",)
+
+
+@pytest.mark.parametrize("name", sorted(TYPES))
+def test_no_variable_other_software_reads_is_injected_empty(name):
+    """AWX injects every env template, empty when its field is: with only the required inputs (as a
+    credential made through the API has), none that boto3 reads is empty."""
+    definition = TYPES[name]
+    required = dict((field, FILLED[name][field]) for field in definition["inputs"].get("required", []))
+    env = awx_credentials.inject(definition, required)
+    empty = sorted(v for v, value in env.items() if v.startswith(FOREIGN_PREFIXES) and value == "")
+    assert empty == [], "%s injects %s empty when its optional fields are" % (name, empty)
+
+
+def test_s3_without_region_or_ca_gives_boto3_a_region_and_no_ca_bundle(monkeypatch):
+    env = awx_credentials.inject(TYPES["s3"], {"access_key": "a", "secret_key": "s"})
+    assert env["AWS_DEFAULT_REGION"] == "us-east-1" and "AWS_CA_BUNDLE" not in env
+    # bridge.hpc.s3_object_sync takes the empty CA variable as unset and reads AWS_CA_BUNDLE after it.
+    monkeypatch.setattr(os, "environ", dict(env, AWS_CA_BUNDLE="/etc/site-ca.pem"))
+    fallback, variables = s3_object_sync.ARGUMENT_SPEC["ca_bundle"]["fallback"]
+    assert fallback(*variables) == "/etc/site-ca.pem"
+    monkeypatch.setattr(os, "environ", dict(env))
+    with pytest.raises(AnsibleFallbackNotFound):
+        fallback(*variables)
 
 
 # ------------------------------------------------------------------ the job template's survey
