@@ -10,9 +10,10 @@ import sys
 import uuid
 
 import pytest
+import yaml
 
 from conftest import (REPO, RUN, adhoc_result, ansible_env, read_env_file, require_kube_node, require_quantum,
-                      require_ray, require_slurm, start_playbook)
+                      require_ray, require_slurm, require_sshd, start_playbook)
 
 RUN_ID = uuid.uuid4().hex[:8]
 # What the role's last task prints per step: "<step> (<backend>): job <id> <phase> ..., <how>, <seconds> s".
@@ -90,6 +91,34 @@ def test_the_parameters_and_the_summary_are_staged_out(hybrid_runs):
     summary = s3.get_object(Bucket=BUCKET, Key="%s/summary.json" % workflow)["Body"].read().decode()
     assert '"target_p1": 0.8' in params
     assert '"within_0.1": true' in summary and "measure (quantum): job" in summary
+
+
+def test_tasks_delegated_to_the_login_node_run_there_as_its_user(tmp_path):
+    """hybrid.yml's own add_host task, then what the stage role does on the login node, with `-c
+    local` as `make hybrid` runs it: a command and a file written, both as the login node's user
+    over SSH, not as the user running Ansible here."""
+    login = require_sshd()
+    with open(os.path.join(REPO, "playbooks", "hybrid.yml")) as handle:
+        add_login = next(task for task in yaml.safe_load(handle)[0]["tasks"] if "ansible.builtin.add_host" in task)
+    written = "/tmp/bridge-hybrid-login-%s" % RUN_ID
+    play = [{"name": "The login node as hybrid.yml adds it", "hosts": "localhost", "gather_facts": False, "tasks": [
+        add_login,
+        {"name": "Who runs a delegated task", "ansible.builtin.command": "id -un", "delegate_to": "login",
+         "changed_when": False, "register": "who"},
+        {"name": "A file written on the login node", "ansible.builtin.copy": {"content": "x\n", "dest": written},
+         "delegate_to": "login"},
+        {"name": "Its owner", "ansible.builtin.stat": {"path": written}, "delegate_to": "login", "register": "made"},
+        {"name": "Remove it", "ansible.builtin.file": {"path": written, "state": "absent"}, "delegate_to": "login"},
+        {"name": "Show", "ansible.builtin.debug": {"msg": "login user={{ who.stdout }} owner={{ made.stat.pw_name }}"}},
+    ]}]
+    playbook = tmp_path / "login.yml"
+    playbook.write_text(yaml.safe_dump(play))
+    log_path = str(tmp_path / "login.log")
+    process = start_playbook(str(playbook), {}, ansible_env(login), log_path)
+    assert process.wait(timeout=300) == 0, open(log_path).read()[-4000:]
+    output = open(log_path).read()
+    user = login["BRIDGE_SSH_USER"]
+    assert "login user=%s owner=%s" % (user, user) in output, output[-3000:]
 
 
 @pytest.mark.parametrize("case, steps, expected", [
