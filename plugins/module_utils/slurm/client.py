@@ -13,6 +13,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
+import json
 import re
 import time
 
@@ -106,6 +108,23 @@ def token_of(text):
     return token
 
 
+def token_user(token):
+    """The user a Slurm JWT was issued for: its `sun` claim, which `scontrol token` writes; None for a
+    token that is no JWT or names no user. The signature is not checked here: slurmctld does that.
+
+    Slurm 22.05 refuses a token without the user header (HTTP 401), later releases take the user
+    from the token; sending the token's own user suits both."""
+    parts = (token or "").split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)).decode("utf-8"))
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return None
+    user = claims.get("sun") if isinstance(claims, dict) else None
+    return user if isinstance(user, str) and user and not any(char.isspace() for char in user) else None
+
+
 def read_token_file(path):
     """The JWT in the file at `path`; SpecError on token_file when it cannot be read or holds none.
     Messages name the file, never what it holds."""
@@ -170,6 +189,9 @@ class SlurmClient(Backend):
         self.token_file = token_file
         self.url = url.rstrip("/")
         self.user = user
+        # Without a user, the token's own (its `sun` claim) is sent: Slurm 22.05 refuses a token
+        # without the user header, and later releases take the same user from the token.
+        self.user_given = bool(user)
         self.transport = transport or Transport(
             self.url, MANAGER, headers={"Accept": "application/json"}, validate_certs=validate_certs,
             ca_path=ca_path, timeout=timeout, retries=retries)
@@ -194,10 +216,15 @@ class SlurmClient(Backend):
     # -- plumbing
 
     def _use_token(self, token):
-        """Send `token` from now on; it joins the secrets every message is scrubbed of."""
+        """Send `token` from now on; it joins the secrets every message is scrubbed of. Without a
+        user given, the token's own user goes with it."""
         if token:
             self.transport.add_secret(token)
             self.transport.set_header(TOKEN_HEADER, token)
+            user = None if self.user_given else token_user(token)
+            if user:
+                self.user = user
+                self.transport.set_header(USER_HEADER, user)
         self._token = token
 
     def _rotated(self, refused):
@@ -266,12 +293,39 @@ class SlurmClient(Backend):
         served = []
         for version in KNOWN_VERSIONS:
             path = "/slurm/%s/ping/" % version
-            if self.call("GET", path, "discover", "REST API", version, parse=_pings, missing=False) is False:
+            try:
+                answered = self.call("GET", path, "discover", "REST API", version, parse=_pings, missing=False)
+            except AuthFailed as exc:
+                # slurmrestd refuses credentials (401) before it routes: that says nothing of this version.
+                if exc.status == 401:
+                    raise self._refused_at_discovery(exc)
+                raise
+            if answered is False:
                 continue
             served.append(version)
             if stop_at_first:
                 break
         return served
+
+    def _refused_at_discovery(self, refused):
+        """The AuthFailed of credentials refused while the REST versions were probed: "authentication
+        refused", with what was sent, not a failure to find one version."""
+        reason = refused.reason
+        for prefix in ("authentication failed: ", "authentication refused: "):
+            if reason.startswith(prefix):
+                reason = reason[len(prefix):]
+        if not self._token:
+            sent = "a request without a token"
+            hint = "give token (SLURM_JWT) or token_file (SLURM_JWT_FILE)"
+        elif self.user:
+            sent = "the token with user '%s'%s" % (self.user, "" if self.user_given else " (the token's own)")
+            hint = "the token expired, was made by another cluster's key, or may not act for that user"
+        else:
+            sent = "the token without a user name"
+            hint = ("Slurm 22.05 and older need the user with every token: set user (SLURM_USER), or use a token "
+                    "of `scontrol token`, which names its user")
+        return self.error(AuthFailed, "authentication refused: slurmrestd refused %s, so no REST version could be probed "
+                          "(%s); %s" % (sent, reason, hint), "discover", "REST API", None, refused.status)
 
     @property
     def legacy(self):
