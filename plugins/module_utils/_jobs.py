@@ -380,10 +380,24 @@ def ensure_absent(client, job_id=None, identity=None, spec=None, check_mode=Fals
             result["failed"] = True
             result["msg"] = "job %s is still %s %s seconds after cancelling it" % (
                 job["job_id"], final["phase"], wait_timeout)
+    elif not final.get("terminal"):
+        # The manager took the cancel and has not ended the job yet (LSF reads RUN right after
+        # bkill): report what the cancel leads to; wait=true reads it back once it has.
+        read_as = final.get("native_state") or final.get("phase")
+        final = cancelling(final)
+        result["msg"] = "job %s cancelled; %s still reported it %s (wait: true waits until it has ended)" % (
+            job["job_id"], client.TITLE or "the manager", read_as)
     result.setdefault("msg", "job %s cancelled" % job["job_id"])
     result["job"] = final
     result["diff"] = {"before": summary(job), "after": summary(final)}
     return result
+
+
+def cancelling(job):
+    """A job whose cancel its manager accepted but that it still reports queued or running: what the
+    cancel leads to (phase cancelled, class cancelled), with the manager's state as it was read."""
+    return dict(job, phase="cancelled", terminal=True, failure_class="cancelled",
+                reason="cancel requested; the manager had not ended the job yet")
 
 
 def forgotten(job):
@@ -487,6 +501,8 @@ def ensure_many_absent(client, identities, check_mode=False, wait=False, wait_ti
         try:
             client.cancel(job["job_id"])
             cancelled.append(identity)
+            # What the cancel leads to; with `wait`, read back below.
+            results[identity]["job"] = cancelling(job)
         except BridgeError as exc:
             results[identity].update(failed=True, error=exc.to_dict(), msg=str(exc))
     deadline = clock() + wait_timeout

@@ -85,10 +85,12 @@ EXAMPLES = r"""
       time_limit: 1-00:00:00
     exclusive: true
 
-- name: Kill it
+- name: Kill it, and wait until LSF reports it ended (without wait, the result is what the kill leads to)
   bridge.hpc.lsf_job:
     identity: "train-{{ run_id }}"
     state: absent
+    wait: true
+    wait_timeout: 120
 
 - name: Defaults for every LSF task of a play (or set LSF_PAC_URL, LSF_USER, LSF_PASSWORD)
   module_defaults:

@@ -62,6 +62,38 @@ def test_cancel_finds_the_job_by_identity_and_kills_it(client):
     assert _jobs.ensure_absent(client, identity="agree-2")["changed"] is False
 
 
+def test_cancel_without_wait_reports_what_the_kill_leads_to(tmp_path):
+    """bkill signals a running job, which LSF reads back RUN until it has ended (here a script that
+    ignores SIGTERM, so until the simulator's SIGKILL after its 5 s kill grace): the result is what
+    the kill leads to, cancelled, with LSF's state as it was read, and LSF's own record agrees once
+    the job has ended (issue 26, item 7)."""
+    from simulators.lsf_pac import LsfPacSimulator
+
+    simulator = LsfPacSimulator(str(tmp_path), {"alice": "pw"}, tick=0.05, kill_grace=5).start()
+    client = LsfClient(simulator.url, user="alice", password="pw", retries=0)
+    try:
+        check_cancel_without_wait(client)
+    finally:
+        client.close()
+        simulator.stop()
+
+
+def check_cancel_without_wait(client):
+    spec = normalize_spec({"script": "#!/bin/bash\ntrap '' TERM\nsleep 60\n", "identity": "agree-kill"})
+    job_id = _jobs.ensure_present(client, spec)["job"]["job_id"]
+    deadline = time.monotonic() + 20
+    while client.get(job_id)["phase"] != "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    result = _jobs.ensure_absent(client, identity="agree-kill")
+    assert result["changed"] is True and result["failed"] is False
+    job = result["job"]
+    assert (job["phase"], job["terminal"], job["failure_class"]) == ("cancelled", True, "cancelled"), job
+    assert job["native_state"] == "RUN" and "wait: true" in result["msg"], (job, result["msg"])
+    ended = wait_terminal(client, job_id, timeout=60)
+    assert (ended["phase"], ended["failure_class"]) == ("cancelled", "cancelled"), ended
+    assert _jobs.ensure_absent(client, identity="agree-kill")["changed"] is False
+
+
 def test_the_run_limit_ends_a_job_as_a_timeout(client):
     spec = normalize_spec({"script": "#!/bin/bash\nsleep 60\n", "identity": "agree-3", "resources": {"time_limit": 1}})
     job = wait_terminal(client, client.submit(spec))
