@@ -28,8 +28,7 @@ demo: bootstrap
 # One workflow across Slurm 22.05, Ray, IBM Quantum (the Qiskit Runtime simulator) and Kubernetes,
 # its files through the sshd login node and S3 (playbooks/hybrid.yml); the services as `make
 # services` starts them, with Slurm 22.05 alone. Run it again: it submits nothing. The node's env
-# file names its kubeconfig KUBECONFIG, which the modules do not read (docs/kubernetes.md): it is
-# handed over as K8S_AUTH_KUBECONFIG.
+# file names its kubeconfig KUBECONFIG, which the modules read as kubectl does (docs/kubernetes.md).
 # HYBRID_WORKFLOW=name runs it anew under another name.
 hybrid: bootstrap
 	$(MAKE) services SLURM_VERSIONS=22.05
@@ -37,7 +36,6 @@ hybrid: bootstrap
 	  for env_file in slurm-22.05/env ray/env kube/node/env quantum/env sshd/env s3/env; do \
 	    if [[ -r $$run/$$env_file ]]; then . "$$run/$$env_file"; fi; \
 	  done; set +a; \
-	  export K8S_AUTH_KUBECONFIG=$${K8S_AUTH_KUBECONFIG:-$${KUBECONFIG:-}}; \
 	  if [[ -n $${BRIDGE_S3_ENDPOINT:-} ]]; then python tools/s3_bucket.py "$${HYBRID_S3_BUCKET:-bridge-hybrid}"; fi; \
 	  ansible-playbook -i localhost, -c local playbooks/hybrid.yml
 

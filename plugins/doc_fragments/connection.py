@@ -17,7 +17,7 @@ options:
         LSF Application Center's context root (C(http://pac:8080/platform)) for O(backend=lsf), the Qiskit Runtime
         API (C(https://quantum.cloud.ibm.com/api/v1)) for O(backend=quantum). Required by every backend but V(kubernetes).
       - For O(backend=kubernetes), the apiserver's URL, overriding the kubeconfig's C(server); not needed, since the
-        kubeconfig or the in-cluster ServiceAccount says where the apiserver is.
+        kubeconfig or the in-cluster ServiceAccount says where the apiserver is; E(K8S_AUTH_HOST) if not set.
     type: str
   user:
     description:
@@ -54,7 +54,8 @@ options:
     type: str
   api_key:
     description:
-      - IBM Cloud API key (O(backend=quantum) only).
+      - IBM Cloud API key (O(backend=quantum)); a bearer token for the apiserver at O(url) (O(backend=kubernetes)),
+        E(K8S_AUTH_API_KEY) if not set.
       - Never logged, never part of a result or an error message.
     type: str
   service_crn:
@@ -64,8 +65,8 @@ options:
   kubeconfig:
     description:
       - Path of a kubeconfig file (O(backend=kubernetes) only). If not set, the environment variable
-        E(K8S_AUTH_KUBECONFIG) is used; without either (and without O(kubeconfig_content)), the
-        in-cluster ServiceAccount.
+        E(K8S_AUTH_KUBECONFIG), then E(KUBECONFIG) is used; without any (and without O(kubeconfig_content)
+        or O(url) with O(api_key)), the in-cluster ServiceAccount.
     type: path
   context:
     description:

@@ -15,9 +15,12 @@ options:
     description:
       - Path of a kubeconfig file; its current context (or O(context)) says which apiserver, which
         credentials (certificates, tokens, exec plugins such as C(aws eks get-token)) and which namespace.
-      - If not set, the environment variable E(K8S_AUTH_KUBECONFIG) is used (as by kubernetes.core).
-      - Without O(kubeconfig) and O(kubeconfig_content), the in-cluster ServiceAccount of the Pod
-        the task runs in (the BridgeJob controller's own cluster). Note that E(KUBECONFIG) is not read.
+        Several paths separated by C(:) are merged as C(kubectl) merges them (the first file to set a
+        value wins).
+      - If not set, the environment variable E(K8S_AUTH_KUBECONFIG) is used (as by kubernetes.core), then
+        E(KUBECONFIG) (as by C(kubectl)).
+      - Without O(kubeconfig), O(kubeconfig_content) and O(url) with O(api_key), the in-cluster
+        ServiceAccount of the Pod the task runs in (the BridgeJob controller's own cluster).
     type: path
   context:
     description:
@@ -27,9 +30,19 @@ options:
   kubeconfig_content:
     description:
       - A kubeconfig's content as YAML text, used instead of O(kubeconfig); what a BridgeJob's
-        Secret key C(kubeconfig) holds.
+        Secret key C(kubeconfig) holds. The environment variables of O(url), O(api_key) and O(ca_path)
+        do not apply to it.
       - Never logged, never part of a result or an error message (a kubeconfig that does not parse
         is reported by line number only).
+    type: str
+  api_key:
+    description:
+      - A bearer token for the apiserver at O(url), without a kubeconfig, as kubernetes.core's
+        C(api_key); with a kubeconfig, it replaces the kubeconfig's credentials.
+      - If not set, the environment variable E(K8S_AUTH_API_KEY) is used: with E(K8S_AUTH_HOST) and
+        E(K8S_AUTH_SSL_CA_CERT), what AWX's own Kubernetes credential type (OpenShift or Kubernetes API
+        Bearer Token) injects.
+      - Never logged, never part of a result or an error message.
     type: str
   namespace:
     description:
@@ -44,16 +57,21 @@ options:
     default: nvidia.com/gpu
   url:
     description:
-      - The apiserver's URL, overriding the kubeconfig's C(server) (a proxy, a tunnel). Not needed otherwise.
+      - The apiserver's URL, overriding the kubeconfig's C(server) (a proxy, a tunnel); with O(api_key), the
+        apiserver without a kubeconfig.
+      - If not set, the environment variable E(K8S_AUTH_HOST) is used.
     type: str
   validate_certs:
     description:
       - Verify the apiserver's TLS certificate. V(false) overrides the kubeconfig.
+      - E(K8S_AUTH_VERIFY_SSL) is not read: verification is turned off only by this option. With AWX's own
+        Kubernetes credential, give its CA certificate instead (E(K8S_AUTH_SSL_CA_CERT)).
     type: bool
     default: true
   ca_path:
     description:
       - PEM file of the certificate authorities to trust instead of the kubeconfig's.
+      - If not set, the environment variable E(K8S_AUTH_SSL_CA_CERT) is used.
     type: path
   timeout:
     description:

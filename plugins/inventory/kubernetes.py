@@ -59,10 +59,21 @@ options:
   # fragment, the ones the Kubernetes modules have; an inventory plugin reads the environment itself.
   kubeconfig:
     env:
+      # The plugin loader takes the last variable set; the modules (ENV) the first: K8S_AUTH_KUBECONFIG wins.
+      - name: KUBECONFIG
       - name: K8S_AUTH_KUBECONFIG
   context:
     env:
       - name: K8S_AUTH_CONTEXT
+  url:
+    env:
+      - name: K8S_AUTH_HOST
+  api_key:
+    env:
+      - name: K8S_AUTH_API_KEY
+  ca_path:
+    env:
+      - name: K8S_AUTH_SSL_CA_CERT
   hosts:
     description:
       - What becomes an inventory host; the nodes, or the Kueue LocalQueues of O(namespace).

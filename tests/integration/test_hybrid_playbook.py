@@ -23,14 +23,14 @@ BUCKET = "bridge-hybrid-it"
 
 
 def service_env():
-    """Every running service's env file, as `make hybrid` sources them, and the node's kubeconfig
-    where the modules read it; the four backends are required."""
+    """Every running service's env file, as `make hybrid` sources them; the four backends are required."""
     values = {}
     for required_values in (require_slurm("22.05"), require_ray(), require_quantum(), require_kube_node()):
         values.update(required_values)
     for name in ("sshd", "s3"):
         values.update(read_env_file(os.path.join(RUN, name, "env")) or {})
-    return dict(values, K8S_AUTH_KUBECONFIG=values["KUBECONFIG"])
+    # As `make hybrid` sources them: the node's env file names its kubeconfig KUBECONFIG alone.
+    return values
 
 
 def run_hybrid(values, workflow, log_path):

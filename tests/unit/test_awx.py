@@ -25,7 +25,9 @@ BACKEND_TYPES = {
     "ray": ("ray", set()),
     "lsf": ("lsf", set()),
     "quantum": ("quantum", set()),
-    "kubernetes": ("kubernetes", set()),
+    # AWX's built-in "OpenShift or Kubernetes API Bearer Token" type injects the apiserver, token and
+    # CA (test_awx_builtin_kubernetes_credential_reaches_the_modules); KUBECONFIG is kubectl's.
+    "kubernetes": ("kubernetes", {"KUBECONFIG", "K8S_AUTH_HOST", "K8S_AUTH_API_KEY", "K8S_AUTH_SSL_CA_CERT"}),
 }
 # Inputs of a credential of each type, as a user fills them in: every field.
 FILLED = {

@@ -110,8 +110,16 @@ class K8sClient(Backend):
         kubeconfig_content=dict(type="str"),
         namespace=dict(type="str"),
         gpu_resource=dict(type="str", default=DEFAULT_GPU_RESOURCE),
+        # A bearer token for the apiserver, as kubernetes.core's api_key (AWX's own Kubernetes
+        # credential injects it with the host). Not one of CREDENTIALS: a BridgeJob's Secret holds a
+        # whole kubeconfig, which the controller checks before it loads it.
+        api_key=dict(type="str", no_log=True),
     )
-    ENV = dict(kubeconfig=("K8S_AUTH_KUBECONFIG",), context=("K8S_AUTH_CONTEXT",))
+    # The variables kubernetes.core reads (K8S_AUTH_*), and KUBECONFIG after K8S_AUTH_KUBECONFIG, as
+    # kubectl reads it (a list of files separated by ":" is merged as kubectl merges it).
+    # K8S_AUTH_VERIFY_SSL is not read: verification is turned off by validate_certs alone.
+    ENV = dict(kubeconfig=("K8S_AUTH_KUBECONFIG", "KUBECONFIG"), context=("K8S_AUTH_CONTEXT",), url=("K8S_AUTH_HOST",),
+               api_key=("K8S_AUTH_API_KEY",), ca_path=("K8S_AUTH_SSL_CA_CERT",))
     CREDENTIALS = ("kubeconfig_content",)
     SECRETS = ("kubeconfig_content",)
     SECRET_KEYS = {"kubeconfig_content": "kubeconfig"}
@@ -122,22 +130,30 @@ class K8sClient(Backend):
         if not HAS_KUBERNETES:
             raise Unsupported("the Python library 'kubernetes' is required (pip install kubernetes): %s"
                               % KUBERNETES_IMPORT_ERROR, "connect to", "cluster", None, MANAGER)
-        url = get("url")
+        content = get("kubeconfig_content")
+
+        def read(name):
+            # The backend-neutral modules (job, jobs, job_info: the controller's playbooks) have no
+            # environment fallbacks, since `url` means another variable for each backend; these
+            # variables are Kubernetes' alone (kubernetes.core's and kubectl's), so they are read
+            # here for every caller. A kubeconfig handed over as content is complete: the apiserver,
+            # token and CA variables do not apply to it.
+            value = get(name)
+            if value in (None, "") and (name in ("kubeconfig", "context") or not content):
+                value = next((os.environ[var] for var in cls.ENV.get(name, ()) if os.environ.get(var)), None)
+            return value
+
+        url = read("url")
         if url:
             cls.require_url(url)
-        options = cls.transport_options(get)
-        # The backend-neutral modules (job, jobs, job_info: the controller's playbooks) have no
-        # environment fallbacks, since `url` means another variable for each backend; these two
-        # options are Kubernetes' alone, so their variables are read here for every caller.
-        kubeconfig, context = [get(name) or next((os.environ[var] for var in cls.ENV[name] if os.environ.get(var)), None)
-                               for name in ("kubeconfig", "context")]
-        return cls(kubeconfig=kubeconfig, context=context, kubeconfig_content=get("kubeconfig_content"),
-                   namespace=get("namespace"), url=url, gpu_resource=get("gpu_resource") or DEFAULT_GPU_RESOURCE,
-                   **options)
+        options = cls.transport_options(read)
+        return cls(kubeconfig=read("kubeconfig"), context=read("context"), kubeconfig_content=content,
+                   namespace=get("namespace"), url=url, api_key=read("api_key"),
+                   gpu_resource=get("gpu_resource") or DEFAULT_GPU_RESOURCE, **options)
 
     def __init__(self, kubeconfig=None, context=None, kubeconfig_content=None, namespace=None, url=None,
                  gpu_resource=DEFAULT_GPU_RESOURCE, validate_certs=True, ca_path=None, timeout=30.0, retries=3,
-                 api_client=None, sleep=time.sleep):
+                 api_client=None, sleep=time.sleep, api_key=None):
         self.gpu_resource = gpu_resource
         self.timeout = timeout
         self.retry = RetryPolicy(retries, sleep=sleep)
@@ -147,7 +163,7 @@ class K8sClient(Backend):
         self._secrets = []
         if api_client is None:
             api_client, context_namespace = self._connect(kubeconfig, context, kubeconfig_content, url,
-                                                          validate_certs, ca_path)
+                                                          validate_certs, ca_path, api_key)
         else:
             context_namespace = None
         self.api_client = api_client
@@ -159,27 +175,40 @@ class K8sClient(Backend):
 
     # -- connection
 
-    def _connect(self, kubeconfig, context, content, url, validate_certs, ca_path):
-        """(ApiClient, the context's namespace) from a kubeconfig's content, a kubeconfig file, or
-        the in-cluster ServiceAccount, in that order. Nothing of the kubeconfig reaches a message."""
+    def _connect(self, kubeconfig, context, content, url, validate_certs, ca_path, api_key=None):
+        """(ApiClient, the context's namespace) from a kubeconfig's content, a kubeconfig file (or
+        several, separated by ":" as in KUBECONFIG, merged as kubectl merges them), the apiserver's
+        URL with a bearer token (api_key), or the in-cluster ServiceAccount, in that order; `url`,
+        `api_key` and `ca_path` override what a kubeconfig says, as with kubernetes.core. Nothing of
+        a kubeconfig or the token reaches a message."""
         configuration = k8s_client.Configuration()
         namespace = None
+        if api_key:
+            self._secrets.append(api_key)
         try:
             if content or kubeconfig:
+                paths = [os.path.expanduser(p) for p in (kubeconfig or "").split(os.pathsep) if p]
+                # Relative paths in a kubeconfig are taken from the (first) file's directory.
+                base = os.path.dirname(os.path.abspath(paths[0] if paths else "."))
                 if content:
                     source = "the kubeconfig given as kubeconfig_content"
                     document = self._parse_kubeconfig(content, source)
                 else:
                     source = "kubeconfig %s" % kubeconfig
-                    with open(os.path.expanduser(kubeconfig)) as handle:
-                        document = self._parse_kubeconfig(handle.read(), source)
+                    documents = []
+                    for path in paths:
+                        with open(path) as handle:
+                            documents.append(self._parse_kubeconfig(handle.read(), "kubeconfig %s" % path))
+                    document = _merged(documents)
                 loader = k8s_config.kube_config.KubeConfigLoader(
-                    config_dict=document, active_context=context,
-                    config_base_path=os.path.dirname(os.path.abspath(os.path.expanduser(kubeconfig or "."))))
+                    config_dict=document, active_context=context, config_base_path=base)
                 loader.load_and_set(configuration)
                 namespace = ((loader.current_context or {}).get("context") or {}).get("namespace")
+            elif url and api_key:
+                source = "url and api_key"
+                configuration.host = url
             else:
-                source = "the in-cluster ServiceAccount (no kubeconfig or kubeconfig_content given)"
+                source = "the in-cluster ServiceAccount (no kubeconfig, kubeconfig_content or url with api_key given)"
                 k8s_config.load_incluster_config(client_configuration=configuration)
                 if os.path.exists(SA_NAMESPACE):
                     with open(SA_NAMESPACE) as handle:
@@ -189,6 +218,11 @@ class K8sClient(Backend):
                              "connect to", "cluster", None, MANAGER, url)
         if url:
             configuration.host = url.rstrip("/")
+        if api_key:
+            configuration.api_key = {"authorization": "Bearer %s" % api_key}
+            configuration.api_key_prefix = {}
+            # A kubeconfig's token or the ServiceAccount's would be set again before every request.
+            configuration.refresh_api_key_hook = None
         if not validate_certs:
             configuration.verify_ssl = False
         if ca_path:
@@ -570,3 +604,20 @@ def _ended_with_failures(job):
         return False
     return any(isinstance(c, dict) and c.get("type") in ("Complete", "Failed", "FailureTarget") and c.get("status") == "True"
                for c in (status.get("conditions") or []))
+
+
+def _merged(documents):
+    """Kubeconfig files merged as kubectl merges the list in KUBECONFIG: the first file to set a
+    value wins; clusters, users and contexts are merged by name, the first of a name winning."""
+    if len(documents) == 1:
+        return documents[0]
+    merged = {}
+    for document in documents:
+        for key, value in document.items():
+            if key in ("clusters", "users", "contexts"):
+                have = merged.setdefault(key, [])
+                names = set(item.get("name") for item in have)
+                have.extend(item for item in (value or []) if isinstance(item, dict) and item.get("name") not in names)
+            elif merged.get(key) in (None, ""):
+                merged[key] = value
+    return merged

@@ -379,3 +379,96 @@ def test_many_absent_reports_a_job_deleted_at_once_as_cancelled(stub):
     [result] = ensure_many_absent(client, ["step:1"], wait=True, poll_interval=0.01, sleep=lambda s: None)
     assert result["changed"] and not result["failed"]
     assert (result["job"]["phase"], result["job"]["terminal"], result["job"]["failure_class"]) == ("cancelled", True, "cancelled")
+
+
+# ---------------------------------------------------------------- the environment users already have
+# (issue 26, item 6): K8S_AUTH_* as kubernetes.core reads them, KUBECONFIG as kubectl does.
+
+K8S_VARIABLES = ("K8S_AUTH_KUBECONFIG", "KUBECONFIG", "K8S_AUTH_CONTEXT", "K8S_AUTH_HOST", "K8S_AUTH_API_KEY",
+                 "K8S_AUTH_SSL_CA_CERT", "K8S_AUTH_VERIFY_SSL", "KUBERNETES_SERVICE_HOST")
+
+
+def kubeconfig_file(path, name, server, token="t0ken-t0ken", namespace=None, current=True):
+    context = {"cluster": name, "user": name}
+    if namespace:
+        context["namespace"] = namespace
+    document = {"apiVersion": "v1", "kind": "Config",
+                "clusters": [{"name": name, "cluster": {"server": server}}],
+                "users": [{"name": name, "user": {"token": token}}],
+                "contexts": [{"name": name, "context": context}]}
+    if current:
+        document["current-context"] = name
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+def bearer(client):
+    return client.api_client.configuration.auth_settings()["BearerToken"]["value"]
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for variable in K8S_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    return monkeypatch
+
+
+def none(option):
+    """The options of a backend-neutral module (job, jobs, job_info): no environment fallbacks of their own."""
+    return None
+
+
+def test_kubeconfig_is_read_as_kubectl_reads_it(clean_env, tmp_path):
+    clean_env.setenv("KUBECONFIG", kubeconfig_file(tmp_path / "a", "a", "https://a.example:6443", namespace="team-a"))
+    client = K8sClient.from_options(none)
+    assert (client.url, client.namespace) == ("https://a.example:6443", "team-a")
+    # K8S_AUTH_KUBECONFIG, kubernetes.core's, comes first; an empty one (an AWX field left empty) is unset.
+    clean_env.setenv("K8S_AUTH_KUBECONFIG", kubeconfig_file(tmp_path / "b", "b", "https://b.example:6443"))
+    assert K8sClient.from_options(none).url == "https://b.example:6443"
+    clean_env.setenv("K8S_AUTH_KUBECONFIG", "")
+    assert K8sClient.from_options({"kubeconfig": ""}.get).url == "https://a.example:6443"
+
+
+def test_a_kubeconfig_list_is_merged_the_first_file_winning(clean_env, tmp_path):
+    first = kubeconfig_file(tmp_path / "first", "a", "https://a.example:6443")
+    second = kubeconfig_file(tmp_path / "second", "b", "https://b.example:6443", namespace="team-b")
+    clean_env.setenv("KUBECONFIG", "%s:%s" % (first, second))
+    assert K8sClient.from_options(none).url == "https://a.example:6443"
+    clean_env.setenv("K8S_AUTH_CONTEXT", "b")
+    client = K8sClient.from_options(none)
+    assert (client.url, client.namespace) == ("https://b.example:6443", "team-b")
+
+
+def test_what_awxs_kubernetes_bearer_token_credential_injects(clean_env, tmp_path):
+    """AWX's "OpenShift or Kubernetes API Bearer Token" type: K8S_AUTH_HOST, K8S_AUTH_API_KEY,
+    K8S_AUTH_SSL_CA_CERT with K8S_AUTH_VERIFY_SSL=True (awx/main/models/credential/injectors.py)."""
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    clean_env.setenv("K8S_AUTH_HOST", "https://api.example:6443/")
+    clean_env.setenv("K8S_AUTH_API_KEY", "s3cret-bearer")
+    clean_env.setenv("K8S_AUTH_SSL_CA_CERT", str(ca))
+    clean_env.setenv("K8S_AUTH_VERIFY_SSL", "False")
+    client = K8sClient.from_options(none)
+    configuration = client.api_client.configuration
+    assert configuration.host == "https://api.example:6443" and bearer(client) == "Bearer s3cret-bearer"
+    assert configuration.ssl_ca_cert == str(ca)
+    # K8S_AUTH_VERIFY_SSL is not read: only validate_certs turns verification off.
+    assert configuration.verify_ssl is True
+
+
+def test_an_api_key_replaces_the_kubeconfigs_credentials(clean_env, tmp_path):
+    path = kubeconfig_file(tmp_path / "config", "a", "https://a.example:6443", token="kubeconfig-t0ken")
+    client = K8sClient.from_options({"kubeconfig": path, "api_key": "option-t0ken"}.get)
+    assert bearer(client) == "Bearer option-t0ken"
+    # the kubeconfig loader's hook would put its own token back before each request
+    assert client.api_client.configuration.refresh_api_key_hook is None
+
+
+def test_a_kubeconfig_handed_over_takes_no_apiserver_or_token_from_the_environment(clean_env, tmp_path):
+    clean_env.setenv("K8S_AUTH_HOST", "https://elsewhere.example:6443")
+    clean_env.setenv("K8S_AUTH_API_KEY", "env-t0ken")
+    with open(kubeconfig_file(tmp_path / "c", "c", "https://c.example:6443", token="content-t0ken")) as handle:
+        content = handle.read()
+    client = K8sClient.from_options({"kubeconfig_content": content}.get)
+    assert client.url == "https://c.example:6443" and bearer(client) == "Bearer content-t0ken"
+
