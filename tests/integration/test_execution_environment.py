@@ -20,7 +20,7 @@ import uuid
 import pytest
 
 import awx_credentials
-from conftest import REPO, adhoc_result, adhoc_with_env_file, require_ray, require_slurm
+from conftest import REPO, adhoc_result, adhoc_with_env_file, require_ray, require_slurm, require_sshd
 
 SCRIPT = os.path.join(REPO, "tools", "ee-image.sh")
 TYPES = awx_credentials.load_types()
@@ -68,14 +68,25 @@ def task_result(private, ident, task):
 
 
 def test_demo_on_slurm_through_process_isolation(image, tmp_path):
+    """With exactly what a job template with a Bridge Slurm, a Bridge login node and a Machine
+    credential gets (docs/awx.md): the injected environment, and the Machine credential's key as
+    env/ssh_key, which ansible-runner adds to an ssh-agent in the EE. No volume of the cluster's:
+    the demo reads the job's output on the login node (tools/sshd.sh), over SSH."""
     values = require_slurm("22.05")
+    login = require_sshd()
+    private = str(tmp_path / "demo")
     env = awx_credentials.inject(TYPES["slurm"], {"url": values["SLURM_URL"], "user": values["SLURM_USER"],
-                                                  "token": values["SLURM_JWT"]})
-    # The demo reads the job's output where slurmd wrote it: the cluster's /tmp, mounted read-only.
-    env["SLURM_ROOT"] = "/slurm-root"
-    private = private_data_dir(str(tmp_path / "demo"), env, {})
-    completed = run("run", private, "demo", "demo.yml",
-                    "--container-volume-mount", "%s/tmp:/slurm-root/tmp:ro" % values.get("SLURM_ROOT", ""))
+                                                  "token": values["SLURM_JWT"]}, private)
+    with open(login["BRIDGE_SSH_KNOWN_HOSTS"]) as handle:
+        known_hosts = handle.read()
+    env.update(awx_credentials.inject(TYPES["login_node"], {
+        "host": login["BRIDGE_SSH_HOST"], "port": login["BRIDGE_SSH_PORT"], "user": login["BRIDGE_SSH_USER"],
+        "known_hosts": known_hosts}, private))
+    private_data_dir(private, env, {})
+    with open(login["BRIDGE_SSH_KEY"]) as key, \
+            os.fdopen(os.open(os.path.join(private, "env", "ssh_key"), os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
+        handle.write(key.read())
+    completed = run("run", private, "demo", "demo.yml")
     submitted = task_result(private, "demo", "Submit a job and wait until it is finished")
     assert submitted["phase"] == "completed" and submitted["exit_code"] == 0, submitted
     shown = task_result(private, "demo", "Show the result")["msg"]

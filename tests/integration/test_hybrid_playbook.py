@@ -94,15 +94,13 @@ def test_the_parameters_and_the_summary_are_staged_out(hybrid_runs):
 
 
 def test_tasks_delegated_to_the_login_node_run_there_as_its_user(tmp_path):
-    """hybrid.yml's own add_host task, then what the stage role does on the login node, with `-c
-    local` as `make hybrid` runs it: a command and a file written, both as the login node's user
-    over SSH, not as the user running Ansible here."""
+    """The login node as hybrid.yml and demo.yml add it (playbooks/tasks/login_node.yml), then what
+    the stage role does there, with `-c local` as `make hybrid` runs it: a command and a file
+    written, both as the login node's user over SSH, not as the user running Ansible here."""
     login = require_sshd()
-    with open(os.path.join(REPO, "playbooks", "hybrid.yml")) as handle:
-        add_login = next(task for task in yaml.safe_load(handle)[0]["tasks"] if "ansible.builtin.add_host" in task)
     written = "/tmp/bridge-hybrid-login-%s" % RUN_ID
     play = [{"name": "The login node as hybrid.yml adds it", "hosts": "localhost", "gather_facts": False, "tasks": [
-        add_login,
+        {"ansible.builtin.import_tasks": os.path.join(REPO, "playbooks", "tasks", "login_node.yml")},
         {"name": "Who runs a delegated task", "ansible.builtin.command": "id -un", "delegate_to": "login",
          "changed_when": False, "register": "who"},
         {"name": "A file written on the login node", "ansible.builtin.copy": {"content": "x\n", "dest": written},

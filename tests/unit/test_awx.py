@@ -45,14 +45,19 @@ FILLED = {
 }
 
 
+# Where playbooks/hybrid.yml and playbooks/demo.yml read the login node from the environment.
+LOGIN_NODE_TASKS = "playbooks/tasks/login_node.yml"
+
+
 def readers():
     """{environment variable: (reader, option, secret)} for every variable a bridge.hpc module falls
     back to (the backends' ENV, for all their modules, and bridge.hpc.s3_object_sync's), and the login
-    node's that playbooks/hybrid.yml reads itself (lookup('ansible.builtin.env', 'BRIDGE_SSH_...'))."""
+    node's that playbooks/tasks/login_node.yml reads itself (lookup('ansible.builtin.env', 'BRIDGE_SSH_...'))
+    for playbooks/hybrid.yml and playbooks/demo.yml."""
     found = {}
-    with open(os.path.join(REPO, "playbooks", "hybrid.yml")) as handle:
+    with open(os.path.join(REPO, "playbooks", "tasks", "login_node.yml")) as handle:
         for variable in re.findall(r"lookup\('ansible.builtin.env', '(BRIDGE_SSH_[A-Z_]+)'\)", handle.read()):
-            found[variable] = ("playbooks/hybrid.yml", variable, False)
+            found[variable] = (LOGIN_NODE_TASKS, variable, False)
     for name, backend in BACKENDS.items():
         options = backend.connection_options()
         for option, variables in backend.ENV.items():
@@ -111,7 +116,7 @@ def test_a_backend_type_injects_exactly_what_its_modules_read(backend):
 
 
 def test_the_login_node_type_injects_what_the_hybrid_playbook_reads_but_the_key():
-    read = {v for v, (reader, _o, _s) in READERS.items() if reader == "playbooks/hybrid.yml"}
+    read = {v for v, (reader, _o, _s) in READERS.items() if reader == LOGIN_NODE_TASKS}
     assert set(TYPES["login_node"]["injectors"]["env"]) == read - {"BRIDGE_SSH_KEY"}
 
 
