@@ -330,7 +330,8 @@ def test_a_bad_kubeconfig_is_never_echoed(content):
 
 
 def test_without_kubeconfig_the_in_cluster_service_account_is_used(monkeypatch):
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    for variable in ("KUBERNETES_SERVICE_HOST", "K8S_AUTH_KUBECONFIG", "KUBECONFIG", "K8S_AUTH_HOST", "K8S_AUTH_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
     with pytest.raises(AuthFailed, match="in-cluster ServiceAccount"):
         K8sClient.from_options(lambda option: None)
 
