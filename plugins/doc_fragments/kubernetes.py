@@ -39,7 +39,7 @@ options:
     description:
       - A bearer token for the apiserver at O(url), without a kubeconfig, as kubernetes.core's
         C(api_key); with a kubeconfig, it replaces the kubeconfig's credentials.
-      - If not set, the environment variable E(K8S_AUTH_API_KEY) is used: with E(K8S_AUTH_HOST) and
+      - If not set, the environment variable E(K8S_AUTH_API_KEY) is used; with E(K8S_AUTH_HOST) and
         E(K8S_AUTH_SSL_CA_CERT), what AWX's own Kubernetes credential type (OpenShift or Kubernetes API
         Bearer Token) injects.
       - Never logged, never part of a result or an error message.
@@ -64,7 +64,7 @@ options:
   validate_certs:
     description:
       - Verify the apiserver's TLS certificate. V(false) overrides the kubeconfig.
-      - E(K8S_AUTH_VERIFY_SSL) is not read: verification is turned off only by this option. With AWX's own
+      - E(K8S_AUTH_VERIFY_SSL) is not read; verification is turned off only by this option. With AWX's own
         Kubernetes credential, give its CA certificate instead (E(K8S_AUTH_SSL_CA_CERT)).
     type: bool
     default: true

@@ -19,7 +19,7 @@ options:
   user:
     description:
       - Slurm user name sent as C(X-SLURM-USER-NAME).
-      - Optional for a user's own token: without it, the user the token names (its C(sun) claim, which
+      - Optional for a user's own token; without it, the user the token names (its C(sun) claim, which
         C(scontrol token) writes) is sent, which Slurm 22.05 needs and later releases take from the token themselves.
         Required when a root or SlurmUser token acts for another user.
       - If not set, the environment variable E(SLURM_USER) is used.
