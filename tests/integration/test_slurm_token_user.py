@@ -6,10 +6,19 @@ Issue 26, item 3."""
 
 import json
 import os
+import uuid
 
 import pytest
 
-from conftest import SLURM_VERSIONS, adhoc_result, adhoc_with_env_file, require_slurm
+from conftest import SLURM_VERSIONS, adhoc_with_env_file, require_slurm
+
+
+def module_result(completed):
+    """The result of `ansible localhost -m ...` that succeeded, changed (submitted now) or not."""
+    head, sep, body = completed.stdout.partition(" => ")
+    if completed.returncode != 0 or not sep or not ("SUCCESS" in head or "CHANGED" in head):
+        return None
+    return json.loads(body)
 
 
 def env_file(tmp_path, values):
@@ -23,10 +32,10 @@ def env_file(tmp_path, values):
 def test_a_users_own_token_without_user_runs_the_job_as_that_user(version, tmp_path):
     values = require_slurm(version)
     path = env_file(tmp_path, {"SLURM_URL": values["SLURM_URL"], "SLURM_JWT": values["SLURM_JWT"]})
-    args = {"name": "token-user", "script": "#!/bin/sh\nid -un\n", "queue": "debug", "resources": {"time_limit": 2},
+    args = {"name": "token-user-%s" % uuid.uuid4().hex[:8], "script": "#!/bin/sh\nid -un\n", "queue": "debug", "resources": {"time_limit": 2},
             "wait": True, "wait_timeout": 300, "poll_interval": 1}
     done = adhoc_with_env_file(path, "bridge.hpc.slurm_job", "-a", json.dumps(args))
-    result = adhoc_result(done)
+    result = module_result(done)
     assert result is not None, (done.stdout + done.stderr)[-3000:]
     assert result["phase"] == "completed" and result["job"]["user"] == values["SLURM_USER"], result["job"]
     assert values["SLURM_JWT"] not in done.stdout + done.stderr
