@@ -39,7 +39,10 @@ def test_each_backend_has_an_inventory_source_its_credential_configures(name):
     assert not set(settings) & set(SECRET_OPTIONS), "secrets come from the credential, not the project"
     injected = set(load(os.path.join(REPO, "awx", "credential_types", "%s.yml" % name))["injectors"]["env"])
     # Where the backend is and who connects: what the source cannot do without.
-    for option in ("url", "kubeconfig") + tuple(BACKENDS[name].CREDENTIALS):
+    # A backend reached without a URL (kubernetes: a kubeconfig, or the K8S_AUTH_HOST of AWX's own
+    # Kubernetes credential type instead of its Bridge type) does not need its url injected.
+    needed = ("url",) if BACKENDS[name].URL_NAME else ()
+    for option in needed + ("kubeconfig",) + tuple(BACKENDS[name].CREDENTIALS):
         variables = [entry["name"] for entry in (options.get(option) or {}).get("env") or []]
         if variables:
             assert injected & set(variables), "%s: option %s is not injected (%s)" % (name, option, variables)
