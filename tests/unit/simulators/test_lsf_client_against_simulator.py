@@ -4,6 +4,7 @@ Not a replacement for the integration playbooks of issue 9 (modules, controller)
 that the client's protocol choices and the simulator's agree, end to end through real HTTP.
 """
 
+import signal
 import time
 
 import pytest
@@ -23,6 +24,15 @@ def client(lsf_pac):
     lsf = LsfClient(lsf_pac["url"], user=lsf_pac["user"], password=lsf_pac["password"], retries=0)
     yield lsf
     lsf.close()
+
+
+def wait_running(client, job_id, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get(job_id)
+        if job["phase"] != "queued" or time.monotonic() > deadline:
+            return job
+        time.sleep(0.1)
 
 
 def wait_terminal(client, job_id, timeout=20):
@@ -64,31 +74,32 @@ def test_cancel_finds_the_job_by_identity_and_kills_it(client):
 
 def test_cancel_without_wait_reports_what_the_kill_leads_to(tmp_path):
     """bkill signals a running job, which LSF reads back RUN until it has ended (here a script that
-    ignores SIGTERM, so until the simulator's SIGKILL after its 5 s kill grace): the result is what
-    the kill leads to, cancelled, with LSF's state as it was read, and LSF's own record agrees once
-    the job has ended (issue 26, item 7)."""
+    ignores SIGTERM, with a kill grace longer than the test: RUN until the test ends it): the result
+    is what the kill leads to, cancelled, with LSF's state as it was read, and LSF's own record
+    agrees once the job has ended (issue 26, item 7)."""
     from simulators.lsf_pac import LsfPacSimulator
 
-    simulator = LsfPacSimulator(str(tmp_path), {"alice": "pw"}, tick=0.05, kill_grace=5).start()
+    simulator = LsfPacSimulator(str(tmp_path), {"alice": "pw"}, tick=0.05, kill_grace=600).start()
     client = LsfClient(simulator.url, user="alice", password="pw", retries=0)
     try:
-        check_cancel_without_wait(client)
+        check_cancel_without_wait(client, simulator)
     finally:
         client.close()
         simulator.stop()
 
 
-def check_cancel_without_wait(client):
+def check_cancel_without_wait(client, simulator):
     spec = normalize_spec({"script": "#!/bin/bash\ntrap '' TERM\nsleep 60\n", "identity": "agree-kill"})
     job_id = _jobs.ensure_present(client, spec)["job"]["job_id"]
-    deadline = time.monotonic() + 20
-    while client.get(job_id)["phase"] != "running" and time.monotonic() < deadline:
-        time.sleep(0.1)
+    assert wait_running(client, job_id)["phase"] == "running"
     result = _jobs.ensure_absent(client, identity="agree-kill")
     assert result["changed"] is True and result["failed"] is False
     job = result["job"]
     assert (job["phase"], job["terminal"], job["failure_class"]) == ("cancelled", True, "cancelled"), job
     assert job["native_state"] == "RUN" and "wait: true" in result["msg"], (job, result["msg"])
+    # The end of the grace: LSF's SIGKILL.
+    with simulator.cluster.lock:
+        simulator.cluster._signal(simulator.cluster.jobs[int(job_id)], signal.SIGKILL)
     ended = wait_terminal(client, job_id, timeout=60)
     assert (ended["phase"], ended["failure_class"]) == ("cancelled", "cancelled"), ended
     assert _jobs.ensure_absent(client, identity="agree-kill")["changed"] is False
