@@ -736,7 +736,7 @@ class SlurmClient(Backend):
         one ssh command reading at most OUTPUT_READ_BYTES."""
         if self.login is None:
             raise self.error(Unsupported, self.output_refusal({}), "read output of", "job", job["job_id"])
-        path = slurm_output_paths(job)["stdout"]
+        path = slurm_output_paths(output_task(job))["stdout"]
         return self.login.read_end(path, OUTPUT_READ_BYTES)
 
     def partitions(self):
@@ -880,3 +880,17 @@ def _release(body):
     if version:
         return "%s.%s.%s" % (version.get("major"), version.get("minor"), version.get("micro"))
     return None
+
+
+def output_task(job):
+    """The job whose output file an array's output is: its first failed task, else its first task,
+    as a task record (array_job_id, array_task_id) so that %A, %a and the default slurm-%A_%a.out
+    expand to that task's file. A %j in an array's stdout is a task's own job id, which the folded
+    record does not hold: such a path names the array's id."""
+    array = job.get("array")
+    if not array:
+        return job
+    failures = array.get("failures") or []
+    index = failures[0]["index"] if failures else int(array["indexes"].split(",")[0].split("-")[0])
+    native = dict(job.get("native") or {}, array_job_id=job["job_id"], array_task_id=index)
+    return dict(job, native=native)

@@ -370,3 +370,17 @@ def test_a_client_remembers_the_task_ends_of_its_last_arrays_only():
         client._folded([dict(task, array_task=dict(task["array_task"], array_job_id=str(array)))
                         for task in [normalize_job(live_task(0))]])
     assert len(client._ended_tasks) == slurm_client.REMEMBERED_ARRAYS and "0" not in client._ended_tasks
+
+
+def test_an_arrays_output_is_its_first_failed_tasks_file_else_its_first_tasks():
+    from ansible_collections.bridge.hpc.plugins.module_utils._job_output import slurm_output_paths
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import output_task
+
+    array = {"indexes": "3,7,20-22", "failures": [{"index": 7, "exit_code": 1, "failure_class": "non_zero_exit"}]}
+    job = {"job_id": "40", "working_directory": "/tmp", "array": array, "native": {}}
+    assert slurm_output_paths(output_task(job))["stdout"] == "/tmp/slurm-40_7.out"
+    completed = dict(job, array=dict(array, failures=[]))
+    assert slurm_output_paths(output_task(completed))["stdout"] == "/tmp/slurm-40_3.out"
+    assert slurm_output_paths(output_task(dict(completed, stdout="out-%A-%a.txt")))["stdout"] == "/tmp/out-40-3.txt"
+    plain = {"job_id": "41", "working_directory": "/tmp", "native": {}}
+    assert output_task(plain) is plain and slurm_output_paths(plain)["stdout"] == "/tmp/slurm-41.out"
