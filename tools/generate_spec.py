@@ -87,8 +87,8 @@ def fragment_options(fields, backends, names=BACKEND_ORDER):
         return described
 
     options = {"cancel_rejected": {
-        "description": list(CANCEL_REJECTED) + ["%s: %s." % (backends[name].TITLE, backends[name].NEVER_STARTS
-                                                              or NEVER_STARTS_NONE) for name in names],
+        "description": list(CANCEL_REJECTED) + ["%s: %s." % (backends[name].TITLE, backends[name].NEVER_STARTS or NEVER_STARTS_NONE)
+                                                for name in names],
         "type": "bool", "default": True}}
     options.update((field.name, entry(field)) for field in fields.TOP_FIELDS)
     for group in fields.GROUPS:

@@ -14,8 +14,8 @@ options:
   login:
     description:
       - A login node of the Slurm cluster, reached over SSH, where a finished job's stdout file is read when the
-        spec asks for O(output) (O(backend=slurm) only; slurmrestd does not serve a job's output). Without it, a
-        Slurm spec with O(output) is refused.
+        spec asks for C(output) (Slurm only; slurmrestd does not serve a job's output). Without it, a
+        Slurm spec with C(output) is refused.
       - The connection is the one the M(bridge.hpc.stage) role's login node uses, made with OpenSSH's C(ssh)
         client where the task runs, with key authentication, never a prompt (C(BatchMode)), the host key checked
         against O(login.known_hosts) or O(login.known_hosts_file) and never learned (C(StrictHostKeyChecking=yes)),

@@ -326,9 +326,9 @@ FIELDS = (
                           "that sets C(BRIDGE_ARRAY_INDEX) from C(SLURM_ARRAY_TASK_ID); indexes must be below the "
                           "cluster's C(MaxArraySize)"),
         "lsf": Compiles("C(-J \"name[indexes]%parallelism\"); LSF's indexes start at 1, so a set with index 0 runs each "
-                       "index one higher in C(LSB_JOBINDEX), and C(BRIDGE_ARRAY_INDEX) is the asked index"),
+                        "index one higher in C(LSB_JOBINDEX), and C(BRIDGE_ARRAY_INDEX) is the asked index"),
         "kubernetes": Compiles("an Indexed Job (C(completions), C(backoffLimitPerIndex) 0); C(JOB_COMPLETION_INDEX) counts "
-                              "0..size-1, C(BRIDGE_ARRAY_INDEX) is the asked index"),
+                               "0..size-1, C(BRIDGE_ARRAY_INDEX) is the asked index"),
         "ray": Refuses("a Ray job is one driver, and Ray cannot submit one per index exactly once under a "
                        "parallelism; run the tasks inside the driver (ray.remote) or one job per index"),
         "quantum": Refuses("a primitive run's PUBs are its vector; put the parameter sets in backend_options.quantum "

@@ -289,8 +289,8 @@ def ensure_attempts(client, spec, check_mode, wait, wait_timeout, poll_interval,
     else:
         result["msg"] = "job %s is %s" % (job.get("job_id"), job["phase"])
         if job.get("next_attempt"):
-            result["msg"] += "; attempt %d (%s) is due at %s" % (decision.attempt, job["next_attempt"]["identity"],
-                                                                job["next_attempt"]["due"])
+            following = job["next_attempt"]
+            result["msg"] += "; attempt %d (%s) is due at %s" % (decision.attempt, following["identity"], following["due"])
     if len(job["attempts"]) > 1 or job.get("next_attempt"):
         result["msg"] += " (attempt %d of at most %d)" % (job["attempts"][-1]["attempt"], retries.limit_of(spec) + 1)
     if not check_mode and decision.action == retries.DONE:

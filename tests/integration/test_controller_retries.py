@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from test_controller_chaos import account, assert_no_token, condition, make_setup, phase_of, slurm_client  # noqa: F401
+from test_controller_chaos import account, assert_no_token, condition, make_setup, phase_of, slurm_client  # noqa: F401 pylint: disable=unused-import
 from test_controller_e2e import kube, wait_for  # noqa: F401 pylint: disable=unused-import
 
 BACKOFF = 20

@@ -566,9 +566,11 @@ class Cluster(object):
                 # admin guide "Job arrays": elements are referenced as "JOBID[index]").
                 name, indexes, job.element_limit = array
                 job.name = fields["name"] = name
-                job.elements = collections.OrderedDict(
-                    (i, Job(job_id, user, array=job, index=i, **dict(fields, name="%s[%d]" % (name, i))))
-                    for i in indexes)
+                job.elements = collections.OrderedDict()
+                for i in indexes:
+                    element = dict(fields)
+                    element["name"] = "%s[%d]" % (name, i)
+                    job.elements[i] = Job(job_id, user, array=job, index=i, **element)
             os.makedirs(job_dir, exist_ok=True)
             # bsub -cwd: docs silent on a missing directory; the simulator creates it.
             os.makedirs(cwd, exist_ok=True)
@@ -1096,8 +1098,8 @@ class App(object):
             # Form ids=<id[,id]> (external-apis.md §2.4, Janelia LSFPACHelper); docs silent on the
             # success body: bkill's own lines.
             form = dict(urllib.parse.parse_qsl(body.decode()))
-            return Reply("actionMsg", "\n".join(self.cluster.kill(user, job_id, admin, index=index)
-                                                 for job_id, index in ids_of(form.get("ids", ""))))
+            killed = [self.cluster.kill(user, job_id, admin, index=index) for job_id, index in ids_of(form.get("ids", ""))]
+            return Reply("actionMsg", "\n".join(killed))
         if method == "GET" and path.startswith(legacy + "jobOperation/"):
             # Legacy GET jobOperation/{action}/{id}: <actionMsg> or <errMsg> (external-apis.md §2.4).
             action, job_id = (path[len(legacy + "jobOperation/"):].split("/", 1) + [""])[:2]

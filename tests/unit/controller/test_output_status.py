@@ -69,8 +69,8 @@ def test_output_that_cannot_be_read_is_a_false_condition_and_the_job_stands():
 
 
 def test_an_output_stays_when_later_writes_know_nothing_of_it():
-    first = desired_status({}, 1, job={"job_id": "7", "phase": "completed", "output": {"text": "x\n", "lines": 1,
-                                                                                        "truncated": False}}, now="T")
+    output = {"text": "x\n", "lines": 1, "truncated": False}
+    first = desired_status({}, 1, job={"job_id": "7", "phase": "completed", "output": output}, now="T")
     again = desired_status(first, 1, reachable=True, now="T2")
     assert again["output"] == first["output"]
 

@@ -100,8 +100,8 @@ def test_a_controller_killed_during_the_backoff_submits_the_next_attempt_once():
     executor.poll_due(now=2000.0)
     clock["wall"] = T0 + 600
     # The old controller submitted attempt 1 and died before writing its status.
-    executor.runner.run("submit", {"type": "slurm"}, {}, jobs=[{"identity": "uid-a", "script": "#!/bin/bash\necho a\n",
-                                                                 "name": "a", "retry": {"limit": 2, "classes": ["timeout"]}}])
+    job = {"identity": "uid-a", "script": "#!/bin/bash\necho a\n", "name": "a", "retry": {"limit": 2, "classes": ["timeout"]}}
+    executor.runner.run("submit", {"type": "slurm"}, {}, jobs=[job])
     assert submitted(backend) == ["uid-a", "uid-a.1"]
     fresh_queue = RecordingQueue()
     fresh = Executor(kube, kube, FakeRunner(backend, wallclock=lambda: clock["wall"]), fresh_queue, clock=lambda: 1000.0,

@@ -145,8 +145,8 @@ def test_an_array_with_index_0_runs_shifted_and_folds_into_one_record_polled_wit
             break
         time.sleep(0.1)
     assert client.requests_sent - before == polls, "one request per poll, whatever the number of elements"
-    assert (job["job_id"], job["phase"], job["exit_code"], job["failure_class"]) == (result["job"]["job_id"], "failed", 3,
-                                                                                    "non_zero_exit")
+    expected = (result["job"]["job_id"], "failed", 3, "non_zero_exit")
+    assert (job["job_id"], job["phase"], job["exit_code"], job["failure_class"]) == expected
     assert job["array"]["failed_indexes"] == "2,4" and job["array"]["counts"]["completed"] == 4
     assert job["array"]["parallelism"] == 2 and job["array"]["indexes"] == "0-5"
     assert sorted((tmp_path / ("seen.%d" % i)).read_text() for i in range(6)) == ["%d %d\n" % (i, i + 1) for i in range(6)]

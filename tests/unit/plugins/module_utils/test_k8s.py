@@ -472,4 +472,3 @@ def test_a_kubeconfig_handed_over_takes_no_apiserver_or_token_from_the_environme
         content = handle.read()
     client = K8sClient.from_options({"kubeconfig_content": content}.get)
     assert client.url == "https://c.example:6443" and bearer(client) == "Bearer content-t0ken"
-
