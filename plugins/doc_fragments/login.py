@@ -16,7 +16,7 @@ options:
       - A login node of the Slurm cluster, reached over SSH, where a finished job's stdout file is read when the
         spec asks for C(output) (Slurm only; slurmrestd does not serve a job's output). Without it, a
         Slurm spec with C(output) is refused.
-      - The connection is the one the M(bridge.hpc.stage) role's login node uses, made with OpenSSH's C(ssh)
+      - The connection is the one the C(bridge.hpc.stage) role's login node uses, made with OpenSSH's C(ssh)
         client where the task runs, with key authentication, never a prompt (C(BatchMode)), the host key checked
         against O(login.known_hosts) or O(login.known_hosts_file) and never learned (C(StrictHostKeyChecking=yes)),
         no ssh configuration file read. One C(ssh) command per finished job reads the end of its stdout file
