@@ -208,8 +208,13 @@ def test_an_indexed_job_runs_only_its_failed_index_again():
         job = result["job"]
         assert [(a["attempt"], a["identity"], a["phase"]) for a in job["attempts"]] == [
             (0, identity, "failed"), (1, identity + ".1", "failed")], result
-        # Attempt 1 is an array of index 7 alone, which sees its own index again.
-        assert job["array"]["indexes"] == "7" and job["array"]["size"] == 1 and job["array"]["failed_indexes"] == "7"
+        # Attempt 1 is an array of index 7 alone, which sees its own index again; the job's array
+        # record covers all five indexes, each as the attempt that ran it last left it.
+        assert [(a["indexes"], a["failed_indexes"]) for a in job["attempts"]] == [("3,7,20-22", "7"), ("7", "7")]
+        array = job["array"]
+        assert (array["indexes"], array["size"], array["failed_indexes"], array["retried_indexes"]) == ("3,7,20-22", 5, "7", "7")
+        assert array["counts"] == {"queued": 0, "running": 0, "completed": 4, "failed": 1, "cancelled": 0}
+        assert [(f["index"], f["attempt"]) for f in array["failures"]] == [(7, 1)]
         assert result["failed"] is True and "exit code 7" in result["msg"], result["msg"]
         logs = logs_by_index(api, namespace, job["job_id"])
         assert list(logs.values()) == ["index 7 completion 0\n"], logs
