@@ -152,10 +152,10 @@ def test_an_array_runs_only_its_failed_indexes_of_a_retried_class_again():
     assert array["failures"] == [{"index": 7, "exit_code": 3, "failure_class": "non_zero_exit", "attempt": 0}]
 
 
-def hundred(failing, attempt_identity="sweep", job_id="5", indexes=tuple(range(100)), phase="failed"):
+def hundred(failing, attempt_identity="sweep", job_id="5", indexes=tuple(range(100))):
     tasks = dict((index, {"phase": "completed", "exit_code": 0, "end_time": ENDED}) for index in indexes)
     for index in failing:
-        tasks[index] = {"phase": phase, "failure_class": "non_zero_exit", "exit_code": 3, "end_time": ENDED}
+        tasks[index] = {"phase": "failed", "failure_class": "non_zero_exit", "exit_code": 3, "end_time": ENDED}
     return array_job({"job_id": job_id, "identity": attempt_identity}, tasks, indexes, 8)
 
 
