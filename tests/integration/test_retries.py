@@ -287,8 +287,8 @@ def test_a_100_task_slurm_array_runs_its_three_failed_tasks_again_alone(version)
         assert retried["array"]["indexes"] == "13,42,77" and retried["array"]["size"] == 3
         assert retried["array"]["counts"] == {"queued": 0, "running": 0, "completed": 3, "failed": 0, "cancelled": 0}
         sent = client.requests_sent
-        both = client.poll_many([identity, identity + ".1"])
-        assert client.requests_sent - sent == 1 and both[identity + ".1"]["job_id"] == retried_id, both
+        listed = client.poll_many([identity + ".1"])
+        assert client.requests_sent - sent == 1 and listed[identity + ".1"]["job_id"] == retried_id, listed
 
         # The task waits for nothing more: the job completed, every index counted once.
         final = slurm_job(version, **dict(args, wait=True, wait_timeout=120))
