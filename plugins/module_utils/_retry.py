@@ -22,7 +22,13 @@ import calendar
 import collections
 import re
 
-from ansible_collections.bridge.hpc.plugins.module_utils._arrays import failed_indexes, index_text
+from ansible_collections.bridge.hpc.plugins.module_utils._arrays import (
+    MAX_LISTED_FAILURES,
+    TASK_PHASES,
+    failed_indexes,
+    index_text,
+    parse_indexes,
+)
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import rfc3339
 
 WAIT, SUBMIT, BACKOFF, DONE = "wait", "submit", "backoff", "done"
@@ -181,10 +187,58 @@ def decide(spec, found, now):
 
 
 def record(attempt, job):
-    """What an attempt's record keeps of its job."""
+    """What an attempt's record keeps of its job; of an array's, also the indexes it ran and those
+    that failed."""
     entry = dict((key, job.get(key)) for key in ATTEMPT_KEYS)
     entry["attempt"] = attempt
+    if job.get("array"):
+        entry["indexes"] = job["array"].get("indexes")
+        entry["failed_indexes"] = job["array"].get("failed_indexes") or ""
     return entry
+
+
+def _index_set(text):
+    return set(parse_indexes(text)) if text else set()
+
+
+def merged_array(attempts):
+    """The array record of an array's attempts together ([(attempt, job)], attempt 0 first), or None
+    when fewer than two attempts are arrays: the asked index set (attempt 0's), and each index as
+    the latest attempt that ran it left it. Counts, failed_indexes, unknown_indexes and failures
+    (each with the attempt it failed in) cover the whole set; retried_indexes are those a later
+    attempt ran again."""
+    arrays = [(attempt, job["array"]) for attempt, job in attempts if job.get("array")]
+    if len(arrays) < 2:
+        return None
+    counts = dict((phase, 0) for phase in TASK_PHASES)
+    failed, unknown, later, failures = set(), set(), set(), []
+    for attempt, array in reversed(arrays):
+        indexes = _index_set(array.get("indexes"))
+        own_failed = _index_set(array.get("failed_indexes"))
+        run_again = indexes & later
+        own = dict((phase, (array.get("counts") or {}).get(phase) or 0) for phase in TASK_PHASES)
+        own["failed"] -= len(own_failed & run_again)
+        # A later attempt runs failed indexes only; should one have run another, it counts once.
+        extra = len(run_again - own_failed)
+        for phase in ("completed", "cancelled", "queued", "running"):
+            taken = min(own[phase], extra)
+            own[phase] -= taken
+            extra -= taken
+        for phase in TASK_PHASES:
+            counts[phase] += max(own[phase], 0)
+        kept = own_failed - later
+        failed |= kept
+        unknown |= _index_set(array.get("unknown_indexes")) - later
+        failures.extend(dict(failure, attempt=attempt) for failure in array.get("failures") or () if failure.get("index") in kept)
+        later |= indexes
+    first = arrays[0][1]
+    merged = dict(first, counts=counts, failed_indexes=index_text(failed),
+                  failures=sorted(failures, key=lambda failure: failure["index"])[:MAX_LISTED_FAILURES],
+                  retried_indexes=index_text(set().union(*[_index_set(array.get("indexes")) for _attempt, array in arrays[1:]])))
+    merged.pop("unknown_indexes", None)
+    if unknown:
+        merged["unknown_indexes"] = index_text(unknown)
+    return merged
 
 
 def left_failures(spec, attempts):
@@ -203,18 +257,25 @@ def left_failures(spec, attempts):
 def with_attempts(spec, found, job, decision=None):
     """`job` (the latest attempt's) with job["attempts"], the records of every attempt found, and
     job["next_attempt"] ({attempt, identity, due}) while a next attempt waits for its backoff or
-    is due. An array whose earlier attempts left failed indexes (their class is not retried) is
-    failed even when its last attempt completed: those indexes never ran to the end."""
+    is due. An array's job["array"] covers every attempt (merged_array): the asked indexes, each as
+    the attempt that ran it last left it. An array whose earlier attempts left failed indexes
+    (their class is not retried) is failed even when its last attempt completed: those indexes
+    never ran to the end."""
     attempts = attempts_found(spec, found)
     job = dict(job)
     job["attempts"] = [record(attempt, attempt_job) for attempt, attempt_job in attempts]
+    merged = merged_array(attempts) if job.get("array") else None
+    if merged is not None:
+        job["array"] = merged
     if decision is not None and decision.action in (SUBMIT, BACKOFF) and decision.attempt:
         job["next_attempt"] = {"attempt": decision.attempt, "identity": attempt_identity(spec["identity"], decision.attempt),
                                "due": rfc3339(max(decision.due, 1))}
     left = left_failures(spec, attempts)
     if left and job.get("terminal") and job.get("phase") == "completed":
         attempt, indexes, failure_class = left[0]
-        job.update(phase="failed", failure_class=failure_class, exit_code=None,
+        lowest = (merged or {}).get("failures") or [{}]
+        exit_code = lowest[0].get("exit_code") if lowest[0].get("index") == indexes[0] else None
+        job.update(phase="failed", failure_class=failure_class, exit_code=exit_code, signal=None,
                    reason="indexes %s of attempt %d failed (%s), a class that is not retried" % (
                        index_text(indexes), attempt, failure_class))
     return job

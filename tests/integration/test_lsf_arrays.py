@@ -72,3 +72,50 @@ def test_an_array_is_cancelled_whole():
     assert result["changed"] and result["job"]["phase"] == "cancelled"
     assert result["job"]["array"]["counts"]["cancelled"] == 4
     lsf.close()
+
+
+def test_an_array_runs_its_failed_elements_again_alone():
+    """Indexes 0-9, of which 3 and 7 exit 3 the first time (a marker per index): attempt 1 is an
+    array of elements 3 and 7 alone (no index 0, so no shift), and the job completes."""
+    from ansible_collections.bridge.hpc.plugins.module_utils import _jobs
+    from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
+
+    lsf = client()
+    identity = "array-retry-%s" % uuid.uuid4().hex[:8]
+    markers = "/tmp/bridge-lsf-array-retry-%s" % uuid.uuid4().hex[:10]
+    script = ("#!/bin/sh\ncase \"$BRIDGE_ARRAY_INDEX\" in 3|7) mkdir -p %s\n"
+              "  [ -e %s/$BRIDGE_ARRAY_INDEX ] || { touch %s/$BRIDGE_ARRAY_INDEX; exit 3; } ;;\nesac\n") % ((markers,) * 3)
+    spec = normalize_spec({"script": script, "identity": identity, "name": "sweep", "array": {"indexes": "0-9", "parallelism": 3},
+                           "retry": {"limit": 1, "classes": ["non_zero_exit"]}}, lsf)
+    try:
+        first = _jobs.ensure_present(lsf, spec)
+        assert first["changed"] and first["rendered"]["bsub"].startswith("bsub -J 'sweep[1-10]%3' ")
+        job = poll_identity(lsf, identity)
+        assert (job["phase"], job["array"]["failed_indexes"]) == ("failed", "3,7"), job
+        second = _jobs.ensure_present(lsf, spec)
+        assert second["changed"] and second["rendered"]["bsub"].startswith("bsub -J 'sweep[3,7]%3' "), second["rendered"]
+        retried = poll_identity(lsf, identity + ".1")
+        assert (retried["phase"], retried["array"]["indexes"]) == ("completed", "3,7"), retried
+        final = _jobs.ensure_present(lsf, spec, wait=True, wait_timeout=WAIT, poll_interval=0.5)
+        assert final["changed"] is False and final["failed"] is False and final["job"]["phase"] == "completed", final
+        job = final["job"]
+        assert [(a["attempt"], a["phase"], a["indexes"], a["failed_indexes"]) for a in job["attempts"]] == [
+            (0, "failed", "0-9", "3,7"), (1, "completed", "3,7", "")]
+        assert job["array"]["counts"] == {"queued": 0, "running": 0, "completed": 10, "failed": 0, "cancelled": 0}
+        assert (job["array"]["indexes"], job["array"]["retried_indexes"]) == ("0-9", "3,7")
+        assert _jobs.ensure_present(lsf, spec)["changed"] is False
+    finally:
+        lsf.close()
+
+
+def poll_identity(lsf, identity):
+    """The job of `identity` once it ended, every poll one request."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        before = lsf.requests_sent
+        job = lsf.poll_many([identity])[identity]
+        assert lsf.requests_sent - before == 1
+        if job["terminal"]:
+            return job
+        assert time.monotonic() < deadline, job
+        time.sleep(0.2)

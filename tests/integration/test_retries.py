@@ -179,11 +179,104 @@ def test_an_indexed_job_runs_only_its_failed_index_again():
         job = result["job"]
         assert [(a["attempt"], a["identity"], a["phase"]) for a in job["attempts"]] == [
             (0, identity, "failed"), (1, identity + ".1", "failed")], result
-        # Attempt 1 is an array of index 7 alone, which sees its own index again.
-        assert job["array"]["indexes"] == "7" and job["array"]["size"] == 1 and job["array"]["failed_indexes"] == "7"
+        # Attempt 1 is an array of index 7 alone, which sees its own index again; the job's array
+        # record covers all five indexes, each as the attempt that ran it last left it.
+        assert [(a["indexes"], a["failed_indexes"]) for a in job["attempts"]] == [("3,7,20-22", "7"), ("7", "7")]
+        array = job["array"]
+        assert (array["indexes"], array["size"], array["failed_indexes"], array["retried_indexes"]) == ("3,7,20-22", 5, "7", "7")
+        assert array["counts"] == {"queued": 0, "running": 0, "completed": 4, "failed": 1, "cancelled": 0}
+        assert [(f["index"], f["attempt"]) for f in array["failures"]] == [(7, 1)]
         assert result["failed"] is True and "exit code 7" in result["msg"], result["msg"]
         logs = logs_by_index(api, namespace, job["job_id"])
         assert list(logs.values()) == ["index 7 completion 0\n"], logs
         print("Kubernetes array: %s" % result["msg"])
     finally:
         k8s.CoreV1Api(api).delete_namespace(namespace)
+
+
+# Tasks 13, 42 and 77 exit 3 the first time they run (a marker per index in a directory of the
+# test's own), 0 after; every task checks it got its index (else exit 9).
+ARRAY_SCRIPT = """#!/bin/bash
+[ "$BRIDGE_ARRAY_INDEX" = "$SLURM_ARRAY_TASK_ID" ] || exit 9
+case $BRIDGE_ARRAY_INDEX in
+13|42|77) mkdir -p %(dir)s
+  if [ ! -e %(dir)s/$BRIDGE_ARRAY_INDEX ]; then touch %(dir)s/$BRIDGE_ARRAY_INDEX; exit 3; fi ;;
+esac
+exit 0
+"""
+ARRAY_TIMEOUT = 600
+
+
+def poll_array(client, job_id, timeout=ARRAY_TIMEOUT):
+    """Poll an array with client.get until it ends, each poll one request; (job, polls)."""
+    polls, deadline = 0, time.monotonic() + timeout
+    while True:
+        sent = client.requests_sent
+        job = client.get(job_id)
+        assert client.requests_sent - sent == 1, "a poll of array %s took %d requests" % (job_id, client.requests_sent - sent)
+        polls += 1
+        if job["terminal"]:
+            return job, polls
+        assert job["phase"] in ("queued", "running"), job
+        assert job["array"]["counts"]["running"] <= 8, job["array"]
+        assert time.monotonic() < deadline, "array %s still %s: %s" % (job_id, job["phase"], job["array"]["counts"])
+        time.sleep(1)
+
+
+@pytest.mark.parametrize("version", SLURM_VERSIONS)
+def test_a_100_task_slurm_array_runs_its_three_failed_tasks_again_alone(version):
+    values = require_slurm(version)
+    identity = "retry-array-%s" % uuid.uuid4().hex[:8]
+    script = ARRAY_SCRIPT % {"dir": marker("array")}
+    args = dict(identity=identity, script=script, stdout="/dev/null", working_directory="/tmp", queue="debug",
+                poll_interval=2, resources={"time_limit": 1, "memory": "64M"}, array={"indexes": "0-99", "parallelism": 8},
+                retry={"limit": 1, "classes": ["non_zero_exit"]})
+    client = slurm_client(values)
+    try:
+        client.api_version
+        client.accounting_available()
+        started = time.monotonic()
+        first = slurm_job(version, **args)
+        assert not failed(first) and first["changed"] is True, first
+        assert first["rendered"]["job"]["array"] == "0-99%8"
+        failed_job, polls_0 = poll_array(client, first["job_id"])
+        took_0 = time.monotonic() - started
+        assert failed_job["phase"] == "failed" and failed_job["array"]["failed_indexes"] == "13,42,77", failed_job["array"]
+        assert failed_job["array"]["counts"]["completed"] == 97
+
+        # Run again: attempt 1 is one array of the three failed indexes, under identity.1.
+        started = time.monotonic()
+        second = slurm_job(version, **args)
+        assert not failed(second) and second["changed"] is True, second
+        rendered = second["rendered"]["job"]
+        assert rendered["array"] == "13,42,77%8" and rendered["comment"] == "bridge:%s.1 array=13,42,77" % identity, rendered
+        retried_id = second["job_id"]
+        assert retried_id != first["job_id"]
+        retried, polls_1 = poll_array(client, retried_id)
+        took_1 = time.monotonic() - started
+        assert retried["identity"] == identity + ".1" and retried["phase"] == "completed", retried
+        assert retried["array"]["indexes"] == "13,42,77" and retried["array"]["size"] == 3
+        assert retried["array"]["counts"] == {"queued": 0, "running": 0, "completed": 3, "failed": 0, "cancelled": 0}
+        sent = client.requests_sent
+        listed = client.poll_many([identity + ".1"])
+        assert client.requests_sent - sent == 1 and listed[identity + ".1"]["job_id"] == retried_id, listed
+
+        # The task waits for nothing more: the job completed, every index counted once.
+        final = slurm_job(version, **dict(args, wait=True, wait_timeout=120))
+        assert not failed(final) and final["changed"] is False and final["phase"] == "completed", final
+        job = final["job"]
+        assert job["job_id"] == retried_id and final["identity"] == identity
+        assert [(a["attempt"], a["identity"], a["phase"], a["failure_class"], a["indexes"], a["failed_indexes"])
+                for a in job["attempts"]] == [(0, identity, "failed", "non_zero_exit", "0-99", "13,42,77"),
+                                              (1, identity + ".1", "completed", None, "13,42,77", "")], job["attempts"]
+        assert job["attempts"][0]["exit_code"] == 3
+        array = job["array"]
+        assert (array["indexes"], array["size"], array["failed_indexes"], array["retried_indexes"]) == ("0-99", 100, "", "13,42,77")
+        assert array["counts"] == {"queued": 0, "running": 0, "completed": 100, "failed": 0, "cancelled": 0}
+        again = slurm_job(version, **args)
+        assert again["changed"] is False and again["job_id"] == retried_id, again
+        print("Slurm %s: 100-task array %s failed 13,42,77 after %.1f s (%d polls); attempt 1 (array %s, 13,42,77) "
+              "completed after %.1f s (%d polls); 1 request per poll" % (version, first["job_id"], took_0, polls_0,
+                                                                       retried_id, took_1, polls_1))
+    finally:
+        client.close()

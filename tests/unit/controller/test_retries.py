@@ -162,3 +162,31 @@ def test_a_cr_without_retry_has_no_attempts():
     executor.poll_due(now=2000.0)
     status = kube.objects["ns/plain"]["status"]
     assert status["phase"] == "Completed" and "attempts" not in status and "nextAttempt" not in status
+
+
+def test_an_arrays_record_across_attempts_fits_the_crd_status_schema():
+    import os
+
+    import yaml
+
+    from ansible_collections.bridge.hpc.plugins.module_utils._arrays import array_job
+    from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
+    from bridge_controller.status import array_status
+
+    spec = normalize_spec({"script": "#!/bin/sh\n", "identity": "sweep", "array": {"indexes": "0-9"},
+                           "retry": {"limit": 1, "classes": ["non_zero_exit", "timeout"]}})
+    tasks = dict((index, {"phase": "completed", "exit_code": 0}) for index in range(10))
+    tasks[3] = {"phase": "failed", "failure_class": "non_zero_exit", "exit_code": 3, "end_time": ENDED}
+    first = array_job({"job_id": "5", "identity": "sweep"}, tasks, tuple(range(10)))
+    second = array_job({"job_id": "6", "identity": "sweep.1"}, {3: {"phase": "failed", "failure_class": "timeout"}}, (3,))
+    found = {"sweep": first, "sweep.1": second}
+    job = _retry.with_attempts(spec, found, second, _retry.decide(spec, found, T0 + 1))
+    status = array_status(job["array"])
+    assert status["retriedIndexes"] == "3" and status["failures"] == [{"index": 3, "exitCode": None, "failureClass": "timeout",
+                                                                       "attempt": 1}]
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    with open(os.path.join(repo, "deploy", "crd.yaml")) as handle:
+        crd = yaml.safe_load(handle)
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["array"]
+    assert set(status) <= set(schema["properties"]), set(status) - set(schema["properties"])
+    assert set(status["failures"][0]) <= set(schema["properties"]["failures"]["items"]["properties"])

@@ -142,7 +142,73 @@ def test_an_array_runs_only_its_failed_indexes_of_a_retried_class_again():
     found = {"sweep": job, "sweep.1": again}
     final = _retry.with_attempts(array_spec, found, again, _retry.decide(array_spec, found, T0 + 2))
     assert final["phase"] == "failed" and final["failure_class"] == "non_zero_exit" and "7" in final["reason"]
+    assert final["exit_code"] == 3
     assert [record["attempt"] for record in final["attempts"]] == [0, 1]
+    assert [(record["indexes"], record["failed_indexes"]) for record in final["attempts"]] == [("0-9", "3,7"), ("3", "")]
+    # The array record covers every index, each as the attempt that ran it last left it.
+    array = final["array"]
+    assert (array["indexes"], array["size"], array["failed_indexes"], array["retried_indexes"]) == ("0-9", 10, "7", "3")
+    assert array["counts"] == {"queued": 0, "running": 0, "completed": 9, "failed": 1, "cancelled": 0}
+    assert array["failures"] == [{"index": 7, "exit_code": 3, "failure_class": "non_zero_exit", "attempt": 0}]
+
+
+def hundred(failing, attempt_identity="sweep", job_id="5", indexes=tuple(range(100))):
+    tasks = dict((index, {"phase": "completed", "exit_code": 0, "end_time": ENDED}) for index in indexes)
+    for index in failing:
+        tasks[index] = {"phase": "failed", "failure_class": "non_zero_exit", "exit_code": 3, "end_time": ENDED}
+    return array_job({"job_id": job_id, "identity": attempt_identity}, tasks, indexes, 8)
+
+
+def test_an_array_retried_alone_ends_completed_with_every_index_counted():
+    array_spec = normalize_spec({"script": "#!/bin/sh\n", "identity": "sweep", "array": {"indexes": "0-99", "parallelism": 8},
+                                 "retry": {"limit": 1, "classes": ["non_zero_exit"]}})
+    first = hundred((13, 42, 77))
+    decision = _retry.decide(array_spec, {"sweep": first}, T0 + 1)
+    assert (decision.action, decision.indexes) == (_retry.SUBMIT, (13, 42, 77))
+    attempt = _retry.attempt_spec(array_spec, 1, decision.indexes)
+    assert (attempt["array"]["text"], attempt["array"]["size"], attempt["array"]["parallelism"]) == ("13,42,77", 3, 8)
+    # While attempt 1 waits, its three indexes count queued, the 97 others completed.
+    waiting = array_job({"job_id": "6", "identity": "sweep.1"}, {}, (13, 42, 77), 8)
+    found = {"sweep": first, "sweep.1": waiting}
+    job = _retry.with_attempts(array_spec, found, waiting, _retry.decide(array_spec, found, T0 + 2))
+    assert job["phase"] == "queued" and job["job_id"] == "6"
+    assert job["array"]["counts"] == {"queued": 3, "running": 0, "completed": 97, "failed": 0, "cancelled": 0}
+    assert job["array"]["failed_indexes"] == "" and job["array"]["failures"] == []
+    done = hundred((), "sweep.1", "6", (13, 42, 77))
+    found = {"sweep": first, "sweep.1": done}
+    final = _retry.with_attempts(array_spec, found, done, _retry.decide(array_spec, found, T0 + 3))
+    assert final["phase"] == "completed" and final["exit_code"] == 0 and final["job_id"] == "6"
+    array = final["array"]
+    assert (array["indexes"], array["size"], array["parallelism"]) == ("0-99", 100, 8)
+    assert array["counts"] == {"queued": 0, "running": 0, "completed": 100, "failed": 0, "cancelled": 0}
+    assert (array["failed_indexes"], array["retried_indexes"], array["failures"]) == ("", "13,42,77", [])
+    assert [(r["attempt"], r["phase"], r["indexes"], r["failed_indexes"]) for r in final["attempts"]] == [
+        (0, "failed", "0-99", "13,42,77"), (1, "completed", "13,42,77", "")]
+
+
+def test_an_index_failing_in_every_attempt_is_failed_in_the_last():
+    array_spec = normalize_spec({"script": "#!/bin/sh\n", "identity": "sweep", "array": {"indexes": "0-99"},
+                                 "retry": {"limit": 2, "classes": ["non_zero_exit"]}})
+    found = {"sweep": hundred((13, 42, 77)), "sweep.1": hundred((42,), "sweep.1", "6", (13, 42, 77))}
+    decision = _retry.decide(array_spec, found, T0 + 1)
+    assert (decision.action, decision.attempt, decision.indexes) == (_retry.SUBMIT, 2, (42,))
+    found["sweep.2"] = hundred((42,), "sweep.2", "7", (42,))
+    decision = _retry.decide(array_spec, found, T0 + 2)
+    assert decision.action == _retry.DONE
+    final = _retry.with_attempts(array_spec, found, decision.job, decision)
+    assert final["phase"] == "failed" and final["exit_code"] == 3 and final["job_id"] == "7"
+    array = final["array"]
+    assert array["counts"] == {"queued": 0, "running": 0, "completed": 99, "failed": 1, "cancelled": 0}
+    assert (array["failed_indexes"], array["retried_indexes"]) == ("42", "13,42,77")
+    assert array["failures"] == [{"index": 42, "exit_code": 3, "failure_class": "non_zero_exit", "attempt": 2}]
+
+
+def test_one_attempt_of_an_array_keeps_its_own_record():
+    array_spec = normalize_spec({"script": "#!/bin/sh\n", "identity": "sweep", "array": {"indexes": "0-99"},
+                                 "retry": {"limit": 1, "classes": ["timeout"]}})
+    first = hundred((13,))
+    final = _retry.with_attempts(array_spec, {"sweep": first}, first, _retry.decide(array_spec, {"sweep": first}, T0))
+    assert final["array"] == first["array"] and "retried_indexes" not in final["array"]
 
 
 def test_an_array_whose_failures_are_none_of_the_classes_is_done():
