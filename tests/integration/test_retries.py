@@ -277,8 +277,8 @@ def test_a_100_task_slurm_array_runs_its_three_failed_tasks_again_alone(version)
         assert array["counts"] == {"queued": 0, "running": 0, "completed": 100, "failed": 0, "cancelled": 0}
         again = slurm_job(version, **args)
         assert again["changed"] is False and again["job_id"] == retried_id, again
+        figures = (version, first["job_id"], took_0, polls_0, retried_id, took_1, polls_1)
         print("Slurm %s: 100-task array %s failed 13,42,77 after %.1f s (%d polls); attempt 1 (array %s, 13,42,77) "
-              "completed after %.1f s (%d polls); 1 request per poll" % (version, first["job_id"], took_0, polls_0,
-                                                                       retried_id, took_1, polls_1))
+              "completed after %.1f s (%d polls); 1 request per poll" % figures)
     finally:
         client.close()
