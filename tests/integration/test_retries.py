@@ -116,17 +116,6 @@ def scontrol(values, version, *args):
                           capture_output=True, text=True, timeout=30, check=False)
 
 
-def poll(read, check, timeout=120, interval=1.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = read()
-        if check(last):
-            return last
-        time.sleep(interval)
-    raise AssertionError("timed out; last seen: %r" % (last,))
-
-
 def test_an_oom_kill_on_the_kubernetes_node_is_retried_as_out_of_memory():
     node = require_kube_node()
     from kubernetes import client as k8s

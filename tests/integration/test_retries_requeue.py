@@ -9,7 +9,8 @@ import uuid
 import pytest
 
 from conftest import SLURM_VERSIONS, require_slurm
-from test_retries import attempts_of, base_args, failed, marker, poll, scontrol, second_run_succeeds, slurm_client, slurm_job
+from test_controller_e2e import wait_for
+from test_retries import attempts_of, base_args, failed, marker, scontrol, second_run_succeeds, slurm_client, slurm_job
 
 
 @pytest.mark.parametrize("version", SLURM_VERSIONS)
@@ -23,10 +24,10 @@ def test_a_job_slurm_requeues_stays_queued_and_is_no_failed_attempt(version):
     job_id = submitted["job_id"]
     client = slurm_client(values)
     try:
-        poll(lambda: client.get(job_id), lambda job: job["phase"] == "running")
+        wait_for(lambda: client.get(job_id), lambda job: job["phase"] == "running", timeout=120)
         requeued = scontrol(values, version, "requeue", job_id)
         assert requeued.returncode == 0, requeued.stdout + requeued.stderr
-        queued = poll(lambda: client.get(job_id), lambda job: job["phase"] != "running", timeout=60, interval=0.5)
+        queued = wait_for(lambda: client.get(job_id), lambda job: job["phase"] != "running", timeout=60, interval=0.5)
         assert queued["phase"] == "queued" and not queued["terminal"], queued
         assert queued["reason"].startswith("requeued by Slurm (1 restart)"), queued["reason"]
         # The task meanwhile: the same job, queued; no attempt .1.
