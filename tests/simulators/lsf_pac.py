@@ -746,6 +746,10 @@ class Cluster(object):
         job.process = None
 
     def _signal(self, job, sig):
+        # The job may have ended since the caller looked (a kill's SIGTERM can land before the
+        # script's own trap is set): nothing is left to signal then.
+        if job.process is None:
+            return
         try:
             os.killpg(job.process.pid, sig)
         except (ProcessLookupError, PermissionError):
