@@ -33,6 +33,9 @@ def pytest_configure(config):
         "markers",
         "serial: needs the machine or a shared service to itself (load, image loads, lease timing); "
         "`make integration` runs these after the parallel run, one at a time")
+    if not hasattr(config, "workerinput") and config.getoption("numprocesses", None):
+        from scheduling import UnitTimes  # pylint: disable=import-outside-toplevel
+        config.pluginmanager.register(UnitTimes(os.path.join(REPO, ".run", "budget", "integration-units.tsv")))
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -9,6 +9,8 @@ xdist's own `loadgroup` would do the grouping, but in xdist 3.8 under pytest 9 i
 all (it rewrites Item._nodeid, which pytest 9 no longer reads), so the units are made here.
 """
 
+import os
+
 from xdist.scheduler import LoadScopeScheduling
 
 # Modules whose tests are independent of each other and long: each test is a unit of its own.
@@ -88,3 +90,35 @@ class ModuleScheduling(LoadScopeScheduling):
         if self._pending_of(self.assigned_work[node]) > 1:
             return
         self._assign_work_unit(node)
+
+
+class UnitTimes:
+    """Seconds per unit of work and per worker, summed from the test reports (setup, call and
+    teardown), printed at the end of a run and written to .run/budget/integration-units.tsv: what
+    EXPECTED_SECONDS is refreshed from, and what shows whether the run's end is one long unit."""
+
+    def __init__(self, path):
+        self.path = path
+        self.units = {}
+        self.workers = {}
+
+    def pytest_runtest_logreport(self, report):
+        node = getattr(report, "node", None)
+        worker = node.gateway.id if node is not None else "main"
+        unit = unit_of(report.nodeid)
+        self.units[unit] = self.units.get(unit, 0.0) + report.duration
+        self.workers[worker] = self.workers.get(worker, 0.0) + report.duration
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.units:
+            return
+        ranked = sorted(self.units.items(), key=lambda item: -item[1])
+        terminalreporter.section("seconds per unit of work (tests/integration/scheduling.py)")
+        for unit, seconds in ranked[:15]:
+            terminalreporter.write_line("%7.0f  %s" % (seconds, unit))
+        terminalreporter.write_line("busy seconds per worker: %s, all units: %.0f" % (
+            ", ".join("%s %.0f" % item for item in sorted(self.workers.items())), sum(self.units.values())))
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        with open(self.path, "w") as handle:
+            for unit, seconds in ranked:
+                handle.write("%.1f\t%s\n" % (seconds, unit))
