@@ -7,12 +7,16 @@ False with reason Retrying, and status.nextAttempt says which attempt and from w
 plans `retry`, which the executor turns into a submit once that time has come. The submit is the
 batch's like any other: bridge.hpc.jobs looks all attempt identities up before it submits, so a
 controller killed before, during or after a backoff never submits an attempt twice.
+
+A poll reads the latest attempt alone; what the earlier ones were is in status.attempts, whose
+records keep all that the collection's merge of an array's attempts needs (_retry.with_records),
+so status.array counts every index of the array while a later attempt runs a few of them again.
 """
 
 from bridge_controller import results
 from bridge_controller.collection import module_utils
 from bridge_controller.spec import GROUP_OPTIONS, identity_of
-from bridge_controller.status import PHASE_BY_JOB_PHASE
+from bridge_controller.status import JOB_PHASE_BY_PHASE, PHASE_BY_JOB_PHASE, array_record, array_status
 
 _retry = module_utils("_retry")
 _backend = module_utils("_backend")
@@ -20,7 +24,8 @@ _spec = module_utils("_spec")
 _errors = module_utils("_errors")
 
 # status.attempts keeps the latest attempts only: a limit of 100 would otherwise grow the CR past
-# what a status should hold. The top-level job fields are always the latest attempt's.
+# what a status should hold (an array's oldest entry kept then stands for those dropped too). The
+# top-level job fields are always the latest attempt's.
 MAX_STATUS_ATTEMPTS = 20
 ATTEMPT_FIELDS = {"attempt": "attempt", "job_id": "jobId", "identity": "identity", "phase": "phase",
                   "failure_class": "failureClass", "exit_code": "exitCode", "submit_time": "submitTime",
@@ -68,13 +73,59 @@ def seconds_until_next(obj, now):
 
 def status_entry(record):
     """One status.attempts entry from an attempt record (_retry.record): camelCase, phase as a
-    BridgeJob's, no nulls (a merge patch would delete them, and the next comparison differ)."""
+    BridgeJob's, no nulls (a merge patch would delete them, and the next comparison differ); an
+    array attempt's counts, indexes and failures as status.array holds an array's."""
     entry = dict((camel, record.get(snake)) for snake, camel in ATTEMPT_FIELDS.items() if record.get(snake) is not None)
     if "phase" in entry:
         entry["phase"] = PHASE_BY_JOB_PHASE.get(entry["phase"], "Queued")
     if "jobId" in entry:
         entry["jobId"] = str(entry["jobId"])
+    array = dict((key, record[key]) for key in _retry.ARRAY_KEYS if record.get(key) is not None)
+    if array:
+        entry.update(array_status(array))
     return entry
+
+
+def attempt_record(entry):
+    """The attempt record (_retry.record) a status.attempts entry was made from."""
+    record = dict((snake, entry.get(camel)) for snake, camel in ATTEMPT_FIELDS.items())
+    record["attempt"] = record["attempt"] or 0
+    record["phase"] = JOB_PHASE_BY_PHASE.get(record["phase"], record["phase"])
+    array = array_record(dict((key, value) for key, value in entry.items() if key not in ATTEMPT_FIELDS.values()))
+    if array.get("indexes") is not None:
+        record.update(array)
+    return record
+
+
+def known_records(obj, found):
+    """The record of every attempt, attempt 0's first: `found` (a lookup's, or the poll's of the
+    latest attempt) and the records status.attempts keeps. An earlier attempt's entry that says it
+    ended is kept rather than what a lookup finds of it now: an ended attempt does not change, and
+    the lookup may read it from accounting, which knows less (on Slurm 22.05 no exit code). An
+    entry written without an array's fields gives way to a record with them."""
+    kept = dict((entry.get("attempt") or 0, attempt_record(entry)) for entry in (obj.get("status") or {}).get("attempts") or [])
+    latest = found[-1]["attempt"]
+    records = dict((attempt, record) for attempt, record in kept.items() if attempt < latest)
+    for record in found:
+        entry = kept.get(record["attempt"])
+        ended = entry is not None and entry.get("phase") in _backend.TERMINAL_PHASES
+        if record["attempt"] == latest or not ended or (record.get("indexes") is not None and entry.get("indexes") is None):
+            records[record["attempt"]] = record
+    return [records[attempt] for attempt in sorted(records)]
+
+
+def trimmed(records):
+    """The latest MAX_STATUS_ATTEMPTS records. The oldest one kept of an array's stands for those
+    dropped before it too (their merge with it), so that a later merge still counts every index."""
+    if len(records) <= MAX_STATUS_ATTEMPTS:
+        return records
+    dropped, kept = records[:-MAX_STATUS_ATTEMPTS], list(records[-MAX_STATUS_ATTEMPTS:])
+    merged = _retry.merged_array(dropped + kept[:1], {})
+    if merged is not None:
+        oldest = dict((key, value) for key, value in kept[0].items() if key not in _retry.ARRAY_KEYS)
+        oldest.update((key, merged[key]) for key in _retry.ARRAY_KEYS if merged.get(key) is not None)
+        kept[0] = oldest
+    return kept
 
 
 def next_entry(next_attempt):
@@ -100,18 +151,20 @@ def observed(obj, action, outcome, now):
     if action not in ("submit", "poll"):
         return outcome
     if "attempts" in job:
-        entries = [status_entry(record) for record in job["attempts"]]
+        found = job["attempts"]
         next_attempt = job.get("next_attempt")
     else:
         attempt = current_attempt(obj)
-        earlier = [entry for entry in (obj.get("status") or {}).get("attempts") or [] if entry.get("attempt") != attempt]
-        entries = sorted(earlier + [status_entry(_retry.record(attempt, job))], key=lambda entry: entry.get("attempt") or 0)
+        found = [_retry.record(attempt, job)]
         decision = _retry.after(retry, attempt, job, now)
         next_attempt = None
         if decision.action in (_retry.SUBMIT, _retry.BACKOFF):
             next_attempt = {"attempt": decision.attempt, "due": _retry_time(decision.due),
                             "identity": _retry.attempt_identity(identity_of(obj), decision.attempt)}
-    update = {"attempts": entries[-MAX_STATUS_ATTEMPTS:], "next_attempt": next_entry(next_attempt)}
+    records = trimmed(known_records(obj, found))
+    job = _retry.with_records({"identity": identity_of(obj), "retry": retry}, records, job)
+    entries = [status_entry(record) for record in records]
+    update = {"job": job, "attempts": entries, "next_attempt": next_entry(next_attempt)}
     if next_attempt:
         update["message"] = retry_message(job, entries, next_attempt)
     elif action == "submit" and len(entries) > 1:

@@ -6,6 +6,7 @@ and a terminal phase is never left.
 """
 
 import datetime
+import re
 
 from bridge_controller import query
 from bridge_controller.collection import module_utils
@@ -16,6 +17,7 @@ _fields = module_utils("_fields")
 # A BridgeJob's phase is its job's (module_utils/_backend.py), capitalized as Kubernetes phases are;
 # Pending before there is a job.
 PHASE_BY_JOB_PHASE = dict((phase, phase.capitalize()) for phase in _backend.PHASES)
+JOB_PHASE_BY_PHASE = dict((phase, job_phase) for job_phase, phase in PHASE_BY_JOB_PHASE.items())
 TERMINAL = tuple(PHASE_BY_JOB_PHASE[phase] for phase in _backend.TERMINAL_PHASES)
 CONDITION_TYPES = ("Placed", "Submitted", "Running", "Succeeded", "Failed", "Cancelled", "BackendReachable", "ResultSelected",
                    "OutputRead")
@@ -43,6 +45,17 @@ def array_status(array):
     status["failures"] = [dict((_fields.camel(key), value) for key, value in failure.items())
                           for failure in array.get("failures") or []]
     return status
+
+
+def array_record(status):
+    """An array's record from what array_status made of it: its keys snake_cased again."""
+    record = dict((_snake(key), value) for key, value in status.items() if key != "failures")
+    record["failures"] = [dict((_snake(key), value) for key, value in failure.items()) for failure in status.get("failures") or []]
+    return record
+
+
+def _snake(name):
+    return re.sub("([A-Z])", lambda match: "_" + match.group(1).lower(), name)
 
 
 def job_status(job):

@@ -161,8 +161,7 @@ def array_job(base, tasks, indexes, parallelism=None):
     return job
 
 
-def failed_indexes(job):
-    """The failed indexes of an array's record as a tuple (empty for a job that is no array)."""
-    array = job.get("array") or {}
+def failed_indexes(array):
+    """The failed indexes of an array's record (job["array"], or an attempt's record) as a tuple."""
     text = array.get("failed_indexes")
     return parse_indexes(text) if text else ()

@@ -34,6 +34,10 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import rfc3339
 WAIT, SUBMIT, BACKOFF, DONE = "wait", "submit", "backoff", "done"
 # What an attempt record keeps of its job (job["attempts"], a BridgeJob's status.attempts).
 ATTEMPT_KEYS = ("job_id", "identity", "phase", "failure_class", "exit_code", "submit_time", "start_time", "end_time")
+# What an array attempt's record also keeps of its job["array"]: all that merged_array needs, so that
+# whoever keeps the records (a BridgeJob's status.attempts) merges them without reading the attempts
+# again. retried_indexes only in a record that stands for several attempts (merged_array's input).
+ARRAY_KEYS = ("indexes", "counts", "failed_indexes", "unknown_indexes", "retried_indexes", "failures")
 
 # action: WAIT for `job` (attempt `attempt`, queued or running); SUBMIT attempt `attempt` now;
 # BACKOFF: submit attempt `attempt` at epoch `due`; DONE: `job` is the last attempt, `reason` says
@@ -109,15 +113,16 @@ def retryable(retry, failure_class):
     return failure_class in (retry.get("classes") or ())
 
 
-def array_indexes(retry, job):
-    """(indexes to run again, failures left) of a failed array attempt: the failed indexes whose
+def array_indexes(retry, array):
+    """(indexes to run again, failures left) of a failed array attempt, from its array record (or its
+    attempt record, which has the same failed_indexes and failures): the failed indexes whose
     class is retried, and those whose class is not. An index whose class the record does not list
     (it lists the first failures only) is run again only when every listed failure's class is
     retried."""
-    listed = dict((failure["index"], failure.get("failure_class")) for failure in (job.get("array") or {}).get("failures") or ())
+    listed = dict((failure["index"], failure.get("failure_class")) for failure in array.get("failures") or ())
     unlisted_retried = all(retryable(retry, failure_class) for failure_class in listed.values())
     again, left = [], []
-    for index in failed_indexes(job):
+    for index in failed_indexes(array):
         retried = retryable(retry, listed[index]) if index in listed else unlisted_retried
         (again if retried else left).append(index)
     return tuple(again), tuple(left)
@@ -147,7 +152,7 @@ def after(retry, attempt, job, now):
             attempt, job.get("phase"), failure_class, limit + 1), None)
     indexes = None
     if job.get("array"):
-        indexes, _left = array_indexes(retry, job)
+        indexes, _left = array_indexes(retry, job["array"])
         if not indexes:
             return Decision(DONE, attempt, job, None, "no failed index of attempt %d has a class that is retried (%s)"
                             % (attempt, ", ".join(retry.get("classes") or ()) or "none"), None)
@@ -187,36 +192,47 @@ def decide(spec, found, now):
 
 
 def record(attempt, job):
-    """What an attempt's record keeps of its job; of an array's, also the indexes it ran and those
-    that failed."""
+    """What an attempt's record keeps of its job; of an array's, also the indexes it ran, their counts
+    per phase, those that failed and its first failures (ARRAY_KEYS)."""
     entry = dict((key, job.get(key)) for key in ATTEMPT_KEYS)
     entry["attempt"] = attempt
-    if job.get("array"):
-        entry["indexes"] = job["array"].get("indexes")
-        entry["failed_indexes"] = job["array"].get("failed_indexes") or ""
+    array = job.get("array")
+    if array:
+        entry.update((key, array[key]) for key in ARRAY_KEYS if array.get(key) is not None)
+        entry["failed_indexes"] = array.get("failed_indexes") or ""
+        entry["failures"] = list(array.get("failures") or ())
     return entry
+
+
+def _is_array(entry):
+    return entry.get("indexes") is not None
 
 
 def _index_set(text):
     return set(parse_indexes(text)) if text else set()
 
 
-def merged_array(attempts):
-    """The array record of an array's attempts together ([(attempt, job)], attempt 0 first), or None
-    when fewer than two attempts are arrays: the asked index set (attempt 0's), and each index as
-    the latest attempt that ran it left it. Counts, failed_indexes, unknown_indexes and failures
-    (each with the attempt it failed in) cover the whole set; retried_indexes are those a later
-    attempt ran again."""
-    arrays = [(attempt, job["array"]) for attempt, job in attempts if job.get("array")]
+def merged_array(records, array):
+    """The array record of an array's attempts together, from their records (record(), attempt 0's
+    first) and `array`, the latest attempt's own array record (its parallelism and what else the
+    merge leaves as it is); None when fewer than two records are an array's. The index set is
+    attempt 0's, each index counted as the latest attempt that ran it left it. Counts,
+    failed_indexes, unknown_indexes and failures (each with the attempt it failed in) cover the
+    whole set; retried_indexes are those a later attempt ran again.
+
+    A record that already stands for several attempts (a merge's result as record() keeps it: its
+    failures name their attempt, its retried_indexes those run again) merges as those attempts
+    would, so a caller may keep the merge of its older attempts in place of their records."""
+    arrays = [entry for entry in records if _is_array(entry)]
     if len(arrays) < 2:
         return None
     counts = dict((phase, 0) for phase in TASK_PHASES)
-    failed, unknown, later, failures = set(), set(), set(), []
-    for attempt, array in reversed(arrays):
-        indexes = _index_set(array.get("indexes"))
-        own_failed = _index_set(array.get("failed_indexes"))
+    failed, unknown, later, retried, failures = set(), set(), set(), set(), []
+    for entry in reversed(arrays):
+        indexes = _index_set(entry.get("indexes"))
+        own_failed = _index_set(entry.get("failed_indexes"))
         run_again = indexes & later
-        own = dict((phase, (array.get("counts") or {}).get(phase) or 0) for phase in TASK_PHASES)
+        own = dict((phase, (entry.get("counts") or {}).get(phase) or 0) for phase in TASK_PHASES)
         own["failed"] -= len(own_failed & run_again)
         # A later attempt runs failed indexes only; should one have run another, it counts once.
         extra = len(run_again - own_failed)
@@ -228,49 +244,62 @@ def merged_array(attempts):
             counts[phase] += max(own[phase], 0)
         kept = own_failed - later
         failed |= kept
-        unknown |= _index_set(array.get("unknown_indexes")) - later
-        failures.extend(dict(failure, attempt=attempt) for failure in array.get("failures") or () if failure.get("index") in kept)
+        unknown |= _index_set(entry.get("unknown_indexes")) - later
+        retried |= _index_set(entry.get("retried_indexes"))
+        failures.extend(dict({"attempt": entry.get("attempt")}, **failure)
+                        for failure in entry.get("failures") or () if failure.get("index") in kept)
+        if entry is not arrays[0]:
+            retried |= indexes
         later |= indexes
-    first = arrays[0][1]
-    merged = dict(first, counts=counts, failed_indexes=index_text(failed),
+    first = _index_set(arrays[0].get("indexes"))
+    merged = dict(array, indexes=arrays[0]["indexes"], size=len(first), counts=counts, failed_indexes=index_text(failed),
                   failures=sorted(failures, key=lambda failure: failure["index"])[:MAX_LISTED_FAILURES],
-                  retried_indexes=index_text(set().union(*[_index_set(array.get("indexes")) for _attempt, array in arrays[1:]])))
+                  retried_indexes=index_text(retried))
     merged.pop("unknown_indexes", None)
     if unknown:
         merged["unknown_indexes"] = index_text(unknown)
     return merged
 
 
-def left_failures(spec, attempts):
+def left_failures(spec, records):
     """The failed indexes earlier attempts of an array left without running again, as
-    [(attempt, indexes, failure class of the first)]."""
+    [(attempt, indexes, failure class of the first)], from the attempts' records."""
     left = []
-    for attempt, job in attempts[:-1]:
-        if job.get("array") and job.get("phase") == "failed":
-            indexes = array_indexes(spec.get("retry") or {}, job)[1]
+    for entry in records[:-1]:
+        if _is_array(entry) and entry.get("phase") == "failed":
+            indexes = array_indexes(spec.get("retry") or {}, entry)[1]
             if indexes:
-                classes = dict((failure["index"], failure.get("failure_class")) for failure in job["array"].get("failures") or ())
-                left.append((attempt, indexes, classes.get(indexes[0]) or job.get("failure_class") or "non_zero_exit"))
+                classes = dict((failure["index"], failure.get("failure_class")) for failure in entry.get("failures") or ())
+                left.append((entry["attempt"], indexes, classes.get(indexes[0]) or entry.get("failure_class") or "non_zero_exit"))
     return left
 
 
 def with_attempts(spec, found, job, decision=None):
-    """`job` (the latest attempt's) with job["attempts"], the records of every attempt found, and
-    job["next_attempt"] ({attempt, identity, due}) while a next attempt waits for its backoff or
-    is due. An array's job["array"] covers every attempt (merged_array): the asked indexes, each as
-    the attempt that ran it last left it. An array whose earlier attempts left failed indexes
-    (their class is not retried) is failed even when its last attempt completed: those indexes
-    never ran to the end."""
-    attempts = attempts_found(spec, found)
+    """`job` (the latest attempt's) with what every attempt `found` holds (a find_many answer of
+    lookup_keys) says of it: with_records over their records."""
+    return with_records(spec, [record(attempt, attempt_job) for attempt, attempt_job in attempts_found(spec, found)],
+                        job, decision)
+
+
+def with_records(spec, records, job, decision=None):
+    """`job` (the latest attempt's, whose record is the last of `records`, attempt 0's first) with
+    job["attempts"], the records, and job["next_attempt"] ({attempt, identity, due}) while a next
+    attempt waits for its backoff or is due. An array's job["array"] covers every attempt
+    (merged_array): the asked indexes, each as the attempt that ran it last left it. An array whose
+    earlier attempts left failed indexes (their class is not retried) is failed even when its last
+    attempt completed: those indexes never ran to the end.
+
+    The records are all this needs: a module has them from one lookup of every attempt, the
+    controller from its BridgeJob's status.attempts and a poll of the latest attempt alone."""
     job = dict(job)
-    job["attempts"] = [record(attempt, attempt_job) for attempt, attempt_job in attempts]
-    merged = merged_array(attempts) if job.get("array") else None
+    job["attempts"] = list(records)
+    merged = merged_array(records, job["array"]) if job.get("array") else None
     if merged is not None:
         job["array"] = merged
     if decision is not None and decision.action in (SUBMIT, BACKOFF) and decision.attempt:
         job["next_attempt"] = {"attempt": decision.attempt, "identity": attempt_identity(spec["identity"], decision.attempt),
                                "due": rfc3339(max(decision.due, 1))}
-    left = left_failures(spec, attempts)
+    left = left_failures(spec, records)
     if left and job.get("terminal") and job.get("phase") == "completed":
         attempt, indexes, failure_class = left[0]
         lowest = (merged or {}).get("failures") or [{}]

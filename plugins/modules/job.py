@@ -167,7 +167,8 @@ job:
     - In check mode, a job that would be submitted is predicted, with C(job_id) null, phase
       C(queued) and neither times nor C(native).
     - With O(retry), the latest attempt's job, plus C(attempts), a record per attempt found (C(attempt),
-      C(identity), C(job_id), C(phase), C(failure_class), C(exit_code) and the three times), and while the next
+      C(identity), C(job_id), C(phase), C(failure_class), C(exit_code) and the three times; of an array also the
+      C(indexes) it ran, their C(counts), its C(failed_indexes) and C(failures)), and while the next
       attempt waits for its backoff C(next_attempt) (C(attempt), C(identity), C(due)); docs/spec.md, Retries.
   returned: always
   type: dict

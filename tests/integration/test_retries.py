@@ -258,8 +258,8 @@ def test_a_100_task_slurm_array_runs_its_three_failed_tasks_again_alone(version)
         assert [(a["attempt"], a["identity"], a["phase"], a["failure_class"], a["indexes"], a["failed_indexes"])
                 for a in job["attempts"]] == [(0, identity, "failed", "non_zero_exit", "0-99", "13,42,77"),
                                               (1, identity + ".1", "completed", None, "13,42,77", "")], job["attempts"]
-        # Slurm 22.05's accounting records an array task's exit status in a form the folded record of
-        # an ended attempt does not carry yet (None); 24.11 and 26.05 give 3.
+        # This run's lookup reads the ended attempt 0 from accounting, which on Slurm 22.05 has no
+        # exit code of an exit (docs/slurm.md, "Exit codes in accounting"); 24.11 and 26.05 give 3.
         assert job["attempts"][0]["exit_code"] == (None if version == "22.05" else 3)
         array = job["array"]
         assert (array["indexes"], array["size"], array["failed_indexes"], array["retried_indexes"]) == ("0-99", 100, "", "13,42,77")

@@ -20,7 +20,8 @@ import time
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 
 # Accounting's exit_code says SUCCESS with return code 0 for any exit in these versions (it tests
-# only WIFEXITED); the state tells a failure apart there.
+# only WIFEXITED); the state tells a failure apart there. No other field has the code: 22.05 writes
+# derived_exit_code and each step's exit_code the same way (docs/slurm.md, "Exit codes in accounting").
 EXIT_CODE_UNRELIABLE = ("v0.0.36", "v0.0.37", "v0.0.38", "v0.0.39")
 # The lookup of an identity reads this far back: a rerun within it submits nothing.
 LOOKUP_WINDOW_DAYS = 365

@@ -266,7 +266,8 @@ def normalize_accounting_job(native, api_version):
     accounting knows (account, elapsed_seconds, cpu_seconds, max_rss_bytes; source "accounting")."""
     job = normalize_job(live_shape(native))
     if api_version in EXIT_CODE_UNRELIABLE and job["native_state"].startswith("FAILED") and job["exit_code"] == 0:
-        # These versions' accounting reports exit 0 for any exit; FAILED says it was not 0.
+        # These versions' accounting reports exit 0 for any exit; FAILED says it was not 0, and
+        # nothing in the record says what it was (EXIT_CODE_UNRELIABLE): an array task's too.
         job["exit_code"] = None
     job.update(accounting_fields(native, number))
     job["native"] = native

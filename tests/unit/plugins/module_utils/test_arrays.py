@@ -96,7 +96,7 @@ def test_tasks_fold_into_one_record_with_counts_and_failed_indexes():
                             "failed_indexes": "3,7",
                             "failures": [{"index": 3, "exit_code": 3, "failure_class": "non_zero_exit"},
                                          {"index": 7, "exit_code": 137, "failure_class": "out_of_memory"}]}
-    assert failed_indexes(job) == (3, 7)
+    assert failed_indexes(job["array"]) == (3, 7)
     assert base.get("array") is None
 
 
@@ -113,7 +113,7 @@ def test_an_unreported_task_is_queued_and_failures_listed_are_bounded():
 def test_a_completed_array_exits_zero():
     job = array_job({"job_id": "5"}, {0: task("completed", 0), 1: task("completed", 0)}, (0, 1))
     assert (job["phase"], job["exit_code"], job["failure_class"]) == ("completed", 0, None)
-    assert failed_indexes({"job_id": "1"}) == ()
+    assert failed_indexes(job["array"]) == ()
 
 
 def test_the_spec_normalizes_groups_and_names_the_bad_field():

@@ -203,6 +203,20 @@ def test_an_index_failing_in_every_attempt_is_failed_in_the_last():
     assert array["failures"] == [{"index": 42, "exit_code": 3, "failure_class": "non_zero_exit", "attempt": 2}]
 
 
+def test_the_attempts_records_are_all_the_merge_needs():
+    # The controller keeps the records in status.attempts and polls the latest attempt alone.
+    array_spec = normalize_spec({"script": "#!/bin/sh\n", "identity": "sweep", "array": {"indexes": "0-99"},
+                                 "retry": {"limit": 2, "classes": ["non_zero_exit"]}})
+    found = {"sweep": hundred((13, 42, 77)), "sweep.1": hundred((42,), "sweep.1", "6", (13, 42, 77)),
+             "sweep.2": hundred((), "sweep.2", "7", (42,))}
+    latest = found["sweep.2"]
+    records = [_retry.record(0, found["sweep"]), _retry.record(1, found["sweep.1"]), _retry.record(2, latest)]
+    assert _retry.with_records(array_spec, records, latest) == _retry.with_attempts(array_spec, found, latest)
+    # The merge of attempts 0 and 1, kept as one record, merges with attempt 2 as they would.
+    earlier = dict(records[1], **_retry.merged_array(records[:2], {}))
+    assert _retry.merged_array([earlier, records[2]], latest["array"]) == _retry.merged_array(records, latest["array"])
+
+
 def test_one_attempt_of_an_array_keeps_its_own_record():
     array_spec = normalize_spec({"script": "#!/bin/sh\n", "identity": "sweep", "array": {"indexes": "0-99"},
                                  "retry": {"limit": 1, "classes": ["timeout"]}})
