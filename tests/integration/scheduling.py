@@ -12,7 +12,7 @@ all (it rewrites Item._nodeid, which pytest 9 no longer reads), so the units are
 from xdist.scheduler import LoadScopeScheduling
 
 # Modules whose tests are independent of each other and long: each test is a unit of its own.
-SPREAD_MODULES = ("tests/integration/test_playbooks.py",)
+SPREAD_MODULES = ("tests/integration/test_playbooks.py", "tests/integration/test_getting_started.py")
 
 # Modules that must not run at the same time (a unit holds them all), with the reason.
 SHARED_UNITS = {
