@@ -14,7 +14,7 @@ import os
 from xdist.scheduler import LoadScopeScheduling
 
 # Modules whose tests are independent of each other and long: each test is a unit of its own.
-SPREAD_MODULES = ("tests/integration/test_playbooks.py",)
+SPREAD_MODULES = ("tests/integration/test_playbooks.py", "tests/integration/test_getting_started.py")
 
 # Modules that must not run at the same time (a unit holds them all), with the reason.
 SHARED_UNITS = {
