@@ -18,7 +18,7 @@ export ANSIBLE_LOCALHOST_WARNING := 0
 export ANSIBLE_INVENTORY_UNPARSED_WARNING := 0
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo hybrid test test-stages check check-stages prebuild bootstrap background unit sanity lint docs spec build-check build-check-run services services-run integration molecule bench bench-controller stop
+.PHONY: demo hybrid test test-stages check check-stages prebuild bootstrap background unit sanity lint docs spec static-background static-run build-check build-check-run services services-run integration molecule bench bench-controller stop
 
 demo: bootstrap
 	tools/slurm-cluster.sh start 22.05
@@ -52,7 +52,9 @@ timed = @budget=$$(tools/budget.sh start $(1) $(2) $(3)); status=0; \
 test:
 	$(call timed,test,25,40,test-stages BRIDGE_BACKGROUND=test-$$(date +%s.%N),tools/background.sh stop)
 
-test-stages: prebuild bootstrap background unit sanity lint docs build-check services integration molecule
+# Under it the static checks (sanity, lint, docs) run beside the integration tests, which mostly wait
+# on jobs; `make check` runs them in the foreground.
+test-stages: prebuild bootstrap background unit build-check services static-background integration molecule
 
 # The contributor's loop: all that needs no service (units, sanity, lint, docs), 5 minutes warm.
 check:
@@ -65,8 +67,8 @@ bootstrap:
 	tools/bootstrap.sh
 
 # The two builds from source that a cold machine spends longest on (Kubernetes and etcd, versitygw)
-# start at once in the background, niced, so that they overlap the unit tests, sanity, lint, docs
-# and image builds; `services` then finds them built, or waits on their build lock. A build that
+# start at once in the background, niced, so that they overlap the unit tests and the image
+# builds; `services` then finds them built, or waits on their build lock. A build that
 # failed here is tried again (and its error shown) by `services`. Logs: .run/prebuild-*.log.
 prebuild:
 	mkdir -p .run
@@ -82,9 +84,11 @@ sanity: bootstrap
 	@tools/budget.sh begin sanity
 	tools/sanity.sh
 
+LINT = ansible-lint --offline -q playbooks tests/integration/playbooks roles
+
 lint: bootstrap
 	@tools/budget.sh begin lint
-	ansible-lint --offline -q playbooks tests/integration/playbooks roles
+	$(LINT)
 
 # What the job spec's field table (plugins/module_utils/_fields.py) says, written into the job_spec doc
 # fragment, deploy/crd.yaml and docs/spec.md; tests/unit/test_fields.py fails until it is run.
@@ -98,7 +102,7 @@ docs: bootstrap
 
 # Under `make test` (BRIDGE_BACKGROUND set) the image checks and the services' start begin right
 # after bootstrap, niced, in the background (tools/background.sh; logs in .run/background/), beside
-# unit, sanity, lint and docs; the stages `build-check` and `services` then wait for them, and the
+# the unit tests; the stages `build-check` and `services` then wait for them, and the
 # budget report's `images` and `services` lines are what was left to wait. Without it, as `make
 # build-check` or `make services` alone, they run in the foreground. The prebuild's builds run beside
 # both; the scripts serialise what they share (tools/lib/host-packages.sh: apt; flock'ed caches).
@@ -109,6 +113,19 @@ ifdef BRIDGE_BACKGROUND
 	tools/background.sh start images -- $(background_make) build-check-run
 	tools/background.sh start services -- $(background_make) services-run
 endif
+
+# Under `make test`: sanity, lint and docs in one background job (each timed on its own, reported
+# "beside"), started once the services are up, so that the integration tests' waits hold them;
+# `integration` waits for it before its serial part, whose tests need the machine to themselves.
+static-background: bootstrap
+ifdef BRIDGE_BACKGROUND
+	tools/background.sh start static -- $(background_make) static-run
+endif
+
+static-run:
+	tools/budget.sh time sanity -- tools/sanity.sh
+	tools/budget.sh time lint -- $(LINT)
+	tools/budget.sh time docs -- tools/docs.sh
 
 build-check: bootstrap
 	@tools/budget.sh begin images
@@ -143,7 +160,8 @@ services-run:
 
 # Integration runs in two parts, both always run: first on INTEGRATION_WORKERS pytest-xdist workers,
 # a test module (or a group of modules) per worker at a time (tests/integration/scheduling.py), since
-# most tests wait on jobs; then the tests marked `serial`, alone (they load the machine or the node).
+# most tests wait on jobs; then the tests marked `serial`, alone (they load the machine or the node),
+# once the static checks that ran beside the first part (under `make test`) have ended.
 INTEGRATION_WORKERS ?= 3
 
 integration: bootstrap services
@@ -151,6 +169,10 @@ integration: bootstrap services
 	status=0; \
 	BRIDGE_REQUIRE_SERVICES=1 pytest -q --durations=25 -n $(INTEGRATION_WORKERS) --dist loadscope \
 	  -m "not serial" tests/integration || status=$$?; \
+	if [[ -n "$${BRIDGE_BACKGROUND:-}" ]]; then \
+	  tools/budget.sh begin static; tools/background.sh wait static || status=$$?; \
+	fi; \
+	tools/budget.sh begin serial; \
 	BRIDGE_REQUIRE_SERVICES=1 pytest -q --durations=10 -m serial tests/integration || status=$$?; \
 	exit $$status
 

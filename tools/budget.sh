@@ -5,14 +5,18 @@
 #                                          minutes with the build cache filled, COLD without it
 #   tools/budget.sh begin STAGE            a stage begins (and the one before it ends); a no-op
 #                                          outside a report, so `make unit` alone records nothing
+#   tools/budget.sh time STAGE -- CMD...    run CMD, a stage that runs beside the others, and record
+#                                          its own seconds; its exit status is CMD's
 #   tools/budget.sh report                 each stage's seconds, the total, and a warning line
 #                                          when the total passes the budget (a report, not a failure)
 #
 # Stages run one after the other (make without -j), so a stage lasts from its `begin` to the next
-# one's, and the last to `report`. Under `make test` the image checks and the services' start run in
-# the background beside unit, sanity, lint and docs (tools/background.sh): their stages, images and
-# services, last as long as what was left to wait for. The report lives in .run/budget/ and is
-# named in the environment variable BRIDGE_BUDGET, which `start` prints for the Makefile to export.
+# one's, and the last to `report`. Under `make test` some run in the background instead
+# (tools/background.sh): the image checks and the services' start beside the unit tests, the static
+# checks (sanity, lint, docs) beside the integration tests. A stage that waits for them lasts as
+# long as what was left to wait for; what they took themselves is reported under "beside". The
+# report lives in .run/budget/ and is named in the environment variable BRIDGE_BUDGET, which
+# `start` prints for the Makefile to export.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -34,11 +38,23 @@ case "${1:-}" in
     [[ -n "${BRIDGE_BUDGET:-}" && -f "$BRIDGE_BUDGET" ]] || exit 0
     printf 'stage\t%s\t%s\n' "$2" "$(now)" >>"$BRIDGE_BUDGET"
     ;;
+  time)
+    stage=${2:?usage: tools/budget.sh time STAGE -- CMD...}
+    shift 2
+    [[ ${1:-} == -- ]] && shift
+    t0=$(now) status=0
+    "$@" || status=$?
+    if [[ -n "${BRIDGE_BUDGET:-}" && -f "$BRIDGE_BUDGET" ]]; then
+      printf 'beside\t%s\t%s\t%s\n' "$stage" "$t0" "$(now)" >>"$BRIDGE_BUDGET"
+    fi
+    exit "$status"
+    ;;
   report)
     [[ -n "${BRIDGE_BUDGET:-}" && -f "$BRIDGE_BUDGET" ]] || exit 0
     awk -F'\t' -v end="$(now)" '
       $1 == "name" { name = $2 } $1 == "cache" { cache = $2 } $1 == "budget_minutes" { budget = $2 }
       $1 == "start" { start = $2; previous = $2 }
+      $1 == "beside" { besides[++beside] = $2; beside_seconds[beside] = $4 - $3 }
       $1 == "stage" {
         if (count) seconds[count] = $3 - previous
         stages[++count] = $2; previous = $3
@@ -47,6 +63,7 @@ case "${1:-}" in
         if (count) seconds[count] = end - previous
         printf "budget: make %s, %s cache\n", name, cache
         for (i = 1; i <= count; i++) printf "budget: %-12s %7.0f s\n", stages[i], seconds[i]
+        for (i = 1; i <= beside; i++) printf "budget: %-12s %7.0f s beside the stages above\n", besides[i], beside_seconds[i]
         total = end - start
         printf "budget: %-12s %7.0f s (%.1f min; budget %s min)\n", "total", total, total / 60, budget
         if (total > budget * 60)
