@@ -235,6 +235,7 @@ def test_ray_follows_a_running_jobs_output_and_the_end_replaces_it():
     client = ray_client(require_ray())
     spec = normalize_spec({"identity": "follow-ray-%s" % RUN_ID, "script": FOLLOWED,
                            "output": {"tail_lines": 20, "follow": True}}, client)
+
     def read():
         result = ensure_present(client, spec)
         return dict(result["job"], output=result.get("output"))
