@@ -42,6 +42,7 @@ from bridge_controller.spec import (
     identity_of,
     job_params,
     key_of,
+    output_follow,
     output_lines,
     output_secrets,
     poll_interval,
@@ -361,9 +362,13 @@ class Executor:
             # A job with spec.retry is read under its current attempt's identity.
             polled = [retries.poll_identity(obj) for _key, obj in objects]
             # The output of a CR that asks for it, read by the poll that finds its job (or its current
-            # attempt) finished: the last poll of that job, so once.
+            # attempt) finished: the last poll of that job, so once; with spec.output.follow also by
+            # every poll that finds it running.
             lines = dict((retries.poll_identity(obj), output_lines(obj)) for _key, obj in objects if output_lines(obj))
             extra = {"output_lines": lines} if lines else {}
+            follow = [retries.poll_identity(obj) for _key, obj in objects if output_lines(obj) and output_follow(obj)]
+            if follow:
+                extra["output_follow"] = follow
             secrets = dict((retries.poll_identity(obj), output_secrets(obj)) for _key, obj in objects
                            if output_lines(obj) and output_secrets(obj))
             if secrets:

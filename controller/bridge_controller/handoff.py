@@ -23,13 +23,15 @@ LOGIN_KEY = "loginPrivateKey"
 
 
 def handoff_document(action, connection, credentials, jobs=None, identities=None, wait_timeout=120, output_lines=None,
-                     output_secrets=None):
+                     output_secrets=None, output_follow=None):
     """What the module of `action` reads from its pipe: the connection options but the backend's
     type (the playbook's one extra var), its work, and exactly the credentials of the backend that
     the Secret holds (a Secret may carry other keys, a CA for instance), each under the name of the
     module option it sets; the login node's key from the Secret's loginPrivateKey in `login`.
     `output_lines` ({identity: tail_lines}) asks a poll for the output of the jobs it finds finished,
-    `output_secrets` ({identity: [value]}) what to mask in each besides the connection's secrets."""
+    `output_follow` ([identity] of those) for that of the jobs it finds running too, `output_secrets`
+    ({identity: [value]}) what to mask in each besides the connection's secrets. A document without
+    a job that follows its output has no `output_follow`, as before there was one."""
     credentials = credentials or {}
     document = dict((option, value) for option, value in connection.items() if option != "type" and value is not None)
     document.update((option, credentials[key]) for option, key in credential_keys(connection["type"]) if credentials.get(key))
@@ -39,6 +41,8 @@ def handoff_document(action, connection, credentials, jobs=None, identities=None
         document["identities"] = list(identities)
         if output_lines:
             document["output_lines"] = dict(output_lines)
+        if output_follow:
+            document["output_follow"] = list(output_follow)
         if output_secrets:
             document["output_secrets"] = dict(output_secrets)
     else:

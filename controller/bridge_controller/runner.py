@@ -180,11 +180,11 @@ class AnsibleRunner:
         return True
 
     def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120, output_lines=None,
-            output_secrets=None):
+            output_secrets=None, output_follow=None):
         if self.may_act is not None and not self.may_act():
             raise NotActing("%s playbook not started: this replica is not the leader" % action)
         document = handoff_document(action, self._connection(backend), credentials, jobs, identities, wait_timeout,
-                                    output_lines, output_secrets)
+                                    output_lines, output_secrets, output_follow)
         data = json.dumps(document).encode("utf-8")
         started = self.standby.take(action, backend)
         if started is None or not write_to_pipe(started.pipe, data, started.alive, clock=self.clock):

@@ -92,6 +92,11 @@ def output_lines(obj):
     return ((obj.get("spec") or {}).get("output") or {}).get("tailLines")
 
 
+def output_follow(obj):
+    """spec.output.follow: whether the polls of the running job read its output too."""
+    return bool(((obj.get("spec") or {}).get("output") or {}).get("follow"))
+
+
 def output_secrets(obj):
     """The values of spec.environment whose names say they are secrets, masked in the job's output
     as a module masks those of its spec (handed over through the pipe, never an extra var)."""

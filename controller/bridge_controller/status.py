@@ -173,7 +173,9 @@ def desired_status(current, generation, job=None, reachable=None, message=None, 
     if applied and result_query is not None and phase in TERMINAL and status.get("jobId"):
         status["result"], (selected, reason, why) = query.selected(result_query, job)
         conditions = set_condition(conditions, "ResultSelected", selected, reason, why, now, generation)
-    if applied and phase in TERMINAL:
+    # The output of a job seen finished; with spec.output.follow also of one seen running, and the read
+    # that ends a followed output (a retried attempt's) whatever the phase it leaves.
+    if applied and (phase in TERMINAL or job.get("phase") == "running" or (status.get("output") or {}).get("running")):
         conditions = output_status(status, conditions, job, now, generation)
     status["conditions"] = conditions
     # A merge patch deletes the fields it sets to null, so a stored status never holds nulls;
@@ -182,18 +184,31 @@ def desired_status(current, generation, job=None, reachable=None, message=None, 
 
 
 def output_status(status, conditions, job, now, generation):
-    """status.output and the OutputRead condition of a finished job whose output was read (the
-    module's `output`: text, lines, truncated) or could not be (`output_error`); conditions as they
-    were for a job whose output was not asked for."""
+    """status.output and the OutputRead condition of a job whose output was read (the module's
+    `output`: text, lines, truncated, and `running` when read while the job ran, reason Following)
+    or could not be (`output_error`); conditions as they were for a job whose output was not asked
+    for. An output read while the job ran is replaced by the read of its end; a job that ended
+    without one (cancelled: a cancel reads no output) keeps it, `running` saying when it was read."""
     if job.get("output") is not None:
         output = job["output"]
         status["output"] = {"text": output.get("text") or "", "lines": output.get("lines") or 0,
                             "truncated": bool(output.get("truncated"))}
-        return set_condition(conditions, "OutputRead", True, "Read", "%d lines%s" % (
-            status["output"]["lines"], ", truncated" if status["output"]["truncated"] else ""), now, generation)
+        reason = "Read"
+        if output.get("running"):
+            status["output"]["running"] = True
+            reason = "Following"
+        return set_condition(conditions, "OutputRead", True, reason, lines_read(status["output"]), now, generation)
     if job.get("output_error"):
         return set_condition(conditions, "OutputRead", False, "ReadFailed", str(job["output_error"])[:1000], now, generation)
+    if (status.get("output") or {}).get("running") and status["phase"] in TERMINAL:
+        return set_condition(conditions, "OutputRead", True, "ReadWhileRunning",
+                             lines_read(status["output"]) + ", read while the job ran", now, generation)
     return conditions
+
+
+def lines_read(output):
+    """OutputRead's message of an output read: "20 lines, truncated"."""
+    return "%d lines%s" % (output["lines"], ", truncated" if output["truncated"] else "")
 
 
 def status_patch(current, desired):
@@ -201,6 +216,17 @@ def status_patch(current, desired):
     current = current or {}
     if current == desired:
         return None
+    return {"status": merge_patch(current, desired)}
+
+
+def merge_patch(current, desired):
+    """`desired` as a merge patch over `current`: a merge patch merges an object into the stored one,
+    so each key gone from `desired`, at any depth of objects (status.output.running once the read
+    of a followed job's end replaces the one made while it ran), is set to null, which deletes it."""
     patch = dict(desired)
-    patch.update((key, None) for key in current if key not in desired)
-    return {"status": patch}
+    for key, value in current.items():
+        if key not in desired:
+            patch[key] = None
+        elif isinstance(value, dict) and isinstance(desired[key], dict):
+            patch[key] = merge_patch(value, desired[key])
+    return patch

@@ -395,7 +395,8 @@ options:
         type: int
   output:
     description:
-      - Read the end of the job's output when it ends (docs/spec.md, Output). Not part of a derived identity.
+      - Read the end of the job's output when it ends, or also while it runs (docs/spec.md, Output). Not part of a
+        derived identity.
     type: dict
     suboptions:
       tail_lines:
@@ -409,6 +410,17 @@ options:
           - 'Ray: the job''s driver log.'
           - 'IBM Quantum: the job''s log.'
         type: int
+      follow:
+        description:
+          - 'Also read the end of the output while the job runs, each time it is found running (a task''s run, a BridgeJob''s
+            poll): one request each time, as at its end; that output carries C(running: true) until the read at the
+            job''s end replaces it. V(false) or unset reads the output once, when the job ends.'
+          - 'Slurm: the same file, once the job has written it (none before).'
+          - 'LSF: the same file, downloaded whole at each read.'
+          - 'Kubernetes: the running Pod''s log.'
+          - 'Ray: the driver log so far.'
+          - 'IBM Quantum: the job''s log so far.'
+        type: bool
   # END generated
 """
 
@@ -609,7 +621,8 @@ options:
         type: int
   output:
     description:
-      - Read the end of the job's output when it ends (docs/spec.md, Output). Not part of a derived identity.
+      - Read the end of the job's output when it ends, or also while it runs (docs/spec.md, Output). Not part of a
+        derived identity.
     type: dict
     suboptions:
       tail_lines:
@@ -619,6 +632,13 @@ options:
           - 'Slurm: the file of O(stdout) (C(slurm-%j.out) in the working directory when unset), read through the
             login node of option C(login), since slurmrestd serves no files.'
         type: int
+      follow:
+        description:
+          - 'Also read the end of the output while the job runs, each time it is found running (a task''s run, a BridgeJob''s
+            poll): one request each time, as at its end; that output carries C(running: true) until the read at the
+            job''s end replaces it. V(false) or unset reads the output once, when the job ends.'
+          - 'Slurm: the same file, once the job has written it (none before).'
+        type: bool
   # END generated
 """
 
@@ -818,7 +838,8 @@ options:
         type: int
   output:
     description:
-      - Read the end of the job's output when it ends (docs/spec.md, Output). Not part of a derived identity.
+      - Read the end of the job's output when it ends, or also while it runs (docs/spec.md, Output). Not part of a
+        derived identity.
     type: dict
     suboptions:
       tail_lines:
@@ -827,6 +848,13 @@ options:
             scrubbed, in the result''s C(output).'
           - 'LSF: the file of O(stdout), downloaded through Application Center.'
         type: int
+      follow:
+        description:
+          - 'Also read the end of the output while the job runs, each time it is found running (a task''s run, a BridgeJob''s
+            poll): one request each time, as at its end; that output carries C(running: true) until the read at the
+            job''s end replaces it. V(false) or unset reads the output once, when the job ends.'
+          - 'LSF: the same file, downloaded whole at each read.'
+        type: bool
   # END generated
 """
 
@@ -1029,7 +1057,8 @@ options:
         type: int
   output:
     description:
-      - Read the end of the job's output when it ends (docs/spec.md, Output). Not part of a derived identity.
+      - Read the end of the job's output when it ends, or also while it runs (docs/spec.md, Output). Not part of a
+        derived identity.
     type: dict
     suboptions:
       tail_lines:
@@ -1038,6 +1067,13 @@ options:
             scrubbed, in the result''s C(output).'
           - 'Kubernetes: the Pod log (of the first failed index for an array).'
         type: int
+      follow:
+        description:
+          - 'Also read the end of the output while the job runs, each time it is found running (a task''s run, a BridgeJob''s
+            poll): one request each time, as at its end; that output carries C(running: true) until the read at the
+            job''s end replaces it. V(false) or unset reads the output once, when the job ends.'
+          - 'Kubernetes: the running Pod''s log.'
+        type: bool
   # END generated
 """
 
@@ -1238,7 +1274,8 @@ options:
         type: int
   output:
     description:
-      - Read the end of the job's output when it ends (docs/spec.md, Output). Not part of a derived identity.
+      - Read the end of the job's output when it ends, or also while it runs (docs/spec.md, Output). Not part of a
+        derived identity.
     type: dict
     suboptions:
       tail_lines:
@@ -1247,6 +1284,13 @@ options:
             scrubbed, in the result''s C(output).'
           - 'Ray: the job''s driver log.'
         type: int
+      follow:
+        description:
+          - 'Also read the end of the output while the job runs, each time it is found running (a task''s run, a BridgeJob''s
+            poll): one request each time, as at its end; that output carries C(running: true) until the read at the
+            job''s end replaces it. V(false) or unset reads the output once, when the job ends.'
+          - 'Ray: the driver log so far.'
+        type: bool
   # END generated
 """
 
@@ -1442,7 +1486,8 @@ options:
         type: int
   output:
     description:
-      - Read the end of the job's output when it ends (docs/spec.md, Output). Not part of a derived identity.
+      - Read the end of the job's output when it ends, or also while it runs (docs/spec.md, Output). Not part of a
+        derived identity.
     type: dict
     suboptions:
       tail_lines:
@@ -1451,5 +1496,12 @@ options:
             scrubbed, in the result''s C(output).'
           - 'IBM Quantum: the job''s log.'
         type: int
+      follow:
+        description:
+          - 'Also read the end of the output while the job runs, each time it is found running (a task''s run, a BridgeJob''s
+            poll): one request each time, as at its end; that output carries C(running: true) until the read at the
+            job''s end replaces it. V(false) or unset reads the output once, when the job ends.'
+          - 'IBM Quantum: the job''s log so far.'
+        type: bool
   # END generated
 """

@@ -421,8 +421,9 @@ class Backend(object):
         return "%s does not serve a job's output" % self.TITLE
 
     def read_output(self, job, tail_lines):
-        """(data, partial) of a finished job's output: bytes or text, at least its last `tail_lines`
-        lines where the backend can choose, and `partial` when data is only the end of it. One request.
+        """(data, partial) of a job's output (a running job's as far as it is written): bytes or text, at
+        least its last `tail_lines` lines where the backend can choose, and `partial` when data is only
+        the end of it. One request.
         By default the logs verb, asked for one line more, so that tail() sees whether any was left out."""
         return self.logs(job["job_id"], tail_lines=tail_lines + 1), False
 
@@ -432,7 +433,7 @@ class Backend(object):
         return secrets + (self.login.secrets() if self.login is not None else [])
 
     def job_output(self, job, tail_lines, secrets=()):
-        """{"text", "lines", "truncated"}: the end of a finished job's output as results and status
+        """{"text", "lines", "truncated"}: the end of a job's output as results and status
         show it (_output.tail), scrubbed of `secrets` and of the client's own."""
         data, partial = self.read_output(job, tail_lines)
         return tail(data, tail_lines, secrets=list(secrets) + self.output_secrets(), partial=partial)

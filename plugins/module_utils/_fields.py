@@ -87,7 +87,7 @@ BY_BRIDGE_RETRY = dict((name, ByBridge("Bridge submits attempt C(<identity>.<n>)
                        for name in ("slurm", "lsf", "kubernetes", "ray", "quantum"))
 # Fields that say how Bridge conducts a job, not what the job is: they are left out of a derived
 # identity, so adding a retry or an output tail to a task finds the job the task made before.
-CONDUCT_FIELDS = ("retry.limit", "retry.classes", "retry.backoff_seconds", "output.tail_lines")
+CONDUCT_FIELDS = ("retry.limit", "retry.classes", "retry.backoff_seconds", "output.tail_lines", "output.follow")
 
 FIELDS = (
     Field("script", "script", dict(type="str"), [
@@ -367,6 +367,17 @@ FIELDS = (
         "ray": ByBridge("the job's driver log"),
         "quantum": ByBridge("the job's log"),
     }, 20),
+    Field("output.follow", "follow", dict(type="bool"), [
+        "Also read the end of the output while the job runs, each time it is found running (a task's run, a "
+        "BridgeJob's poll): one request each time, as at its end; that output carries C(running: true) until the "
+        "read at the job's end replaces it. V(false) or unset reads the output once, when the job ends.",
+    ], {"type": "boolean"}, {
+        "slurm": ByBridge("the same file, once the job has written it (none before)"),
+        "lsf": ByBridge("the same file, downloaded whole at each read"),
+        "kubernetes": ByBridge("the running Pod's log"),
+        "ray": ByBridge("the driver log so far"),
+        "quantum": ByBridge("the job's log so far"),
+    }, True),
     Field("backend_options", "backend_options", dict(type="dict", default={}), [
         "Native request fields per backend, merged over what Bridge compiles: one key per backend, named as the "
         "backend (V(slurm), ...), of which a backend uses only its own.",
@@ -405,8 +416,9 @@ GROUPS = (
           [{"rule": "has(self.indexes)", "message": "an array needs indexes", "reason": "FieldValueRequired"}], None),
     Group("retry", ["Submit the job again when it fails for a reason worth another try (docs/spec.md, Retries). "
                     "Not part of a derived identity."], [], None),
-    Group("output", ["Read the end of the job's output when it ends (docs/spec.md, Output). Not part of a derived "
-                     "identity."], [], None),
+    Group("output", ["Read the end of the job's output when it ends, or also while it runs (docs/spec.md, Output). "
+                     "Not part of a derived identity."],
+          [{"rule": "has(self.tailLines)", "message": "output needs tailLines", "reason": "FieldValueRequired"}], None),
 )
 GROUP_FIELDS = dict((group.name, tuple(field for field in FIELDS if field.name.startswith(group.name + ".")))
                     for group in GROUPS)

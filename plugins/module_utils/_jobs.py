@@ -163,19 +163,31 @@ def refuse_output(client, spec):
 def read_output(client, job, spec, secrets=()):
     """{"output": {text, lines, truncated}} of a finished job whose spec asks for its output, or
     {"output_error": why it could not be read}; {} otherwise. At most one request (or one ssh
-    command): the job has ended, and what it wrote is read once. An output that cannot be read does
-    not fail the job's task: the job itself is as it is. `secrets` are masked besides the client's
-    own and the spec's secret-looking environment values."""
+    command): the job has ended, and what it wrote is read by the call that finds it ended. An
+    output that cannot be read does not fail the job's task: the job itself is as it is. `secrets`
+    are masked besides the client's own and the spec's secret-looking environment values.
+
+    With output.follow, a running job's output is read too, at each call (each poll), and carries
+    `running: true`; an output not written yet (a file not there, NotFound) is no output and no
+    error while the job runs."""
     output = spec.get("output")
-    if not output or not job or not job.get("terminal") or not job.get("job_id"):
+    if not output or not job or not job.get("job_id"):
+        return {}
+    running = bool(output.get("follow")) and job.get("phase") == "running"
+    if not job.get("terminal") and not running:
         return {}
     if job.get("stdout") is None and spec.get("stdout"):
         job = dict(job, stdout=spec["stdout"])  # accounting may not record it
     try:
         masked = list(secrets) + secret_values(spec.get("environment"))
-        return {"output": client.job_output(job, output["tail_lines"], masked)}
+        read = client.job_output(job, output["tail_lines"], masked)
+    except NotFound as exc:
+        return {} if running else {"output_error": error_text(exc)}
     except BridgeError as exc:
         return {"output_error": error_text(exc)}
+    if running:
+        read["running"] = True
+    return {"output": read}
 
 
 def ensure_present(client, spec, check_mode=False, wait=False, wait_timeout=600, poll_interval=5,
@@ -293,8 +305,9 @@ def ensure_attempts(client, spec, check_mode, wait, wait_timeout, poll_interval,
             result["msg"] += "; attempt %d (%s) is due at %s" % (decision.attempt, following["identity"], following["due"])
     if len(job["attempts"]) > 1 or job.get("next_attempt"):
         result["msg"] += " (attempt %d of at most %d)" % (job["attempts"][-1]["attempt"], retries.limit_of(spec) + 1)
-    if not check_mode and decision.action == retries.DONE:
-        # The output of the attempt that ended the job; an attempt another follows is not read.
+    if not check_mode and (decision.action == retries.DONE or not job.get("terminal")):
+        # The output of the attempt that ended the job, or (output.follow) of the one that runs; an
+        # attempt another follows is not read.
         result.update(read_output(client, job, spec))
     return result
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: Bridge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A cluster's login node, reached over SSH to read a finished job's output where the manager's
+"""A cluster's login node, reached over SSH to read a job's output where the manager's
 API does not serve it (slurmrestd). Internal to this collection.
 
 The connection is the one the stage role uses (docs: roles/stage): OpenSSH's client, key

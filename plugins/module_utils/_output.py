@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: Bridge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The end of a finished job's output, as results and BridgeJob status show it. Internal to this
+"""The end of a job's output, as results and BridgeJob status show it. Internal to this
 collection.
 
 Pure: a backend reads the output (bytes or text, whole or its end), tail() makes what is shown of

@@ -303,14 +303,17 @@ def normalize_retry(given):
 
 
 def normalize_output(given):
-    """The output group: {"tail_lines"} or None."""
+    """The output group: {"tail_lines", "follow"} or None."""
     values = _group(given, "output")
     if values is None:
         return None
     tail_lines = _count("output", values, "tail_lines", 1, MAX_TAIL_LINES)
     if tail_lines is None:
         raise SpecError("output.tail_lines", "give how many lines to read (1 to %d)" % MAX_TAIL_LINES)
-    return {"tail_lines": tail_lines}
+    follow = values.get("follow", False)
+    if not isinstance(follow, bool):
+        raise SpecError("output.follow", "must be true or false, got %r" % (follow,))
+    return {"tail_lines": tail_lines, "follow": follow}
 
 
 def refuse_unsupported(spec, backend):

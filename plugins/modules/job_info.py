@@ -18,8 +18,8 @@ description:
   - On Slurm with accounting (slurmdbd), identities slurmctld does not know are then looked for in
     accounting, with one more request per 50 of them, so that a job slurmctld forgot (C(MinJobAge)
     after its end) is still found.
-  - With O(handoff_pipe), the handed-over object may hold C(identities), C(output_lines), C(output_secrets), C(login) (with its
-    key and known_hosts as text, never a path) and the backend's
+  - With O(handoff_pipe), the handed-over object may hold C(identities), C(output_lines), C(output_follow), C(output_secrets),
+    C(login) (with its key and known_hosts as text, never a path) and the backend's
     credentials (C(user) and C(token); C(user) and C(password) for LSF; C(api_key) and C(service_crn) for IBM Quantum; C(kubeconfig_content) for Kubernetes).
 author:
   - Bridge developers (@bridge-hpc)
@@ -66,6 +66,14 @@ options:
         One request per finished job (one C(ssh) command on O(login) for Slurm); the BridgeJob controller asks
         for it and stops polling a job once it is finished, so it reads a job's output once.
     type: dict
+  output_follow:
+    description:
+      - Identities of O(output_lines) whose output is read while their jobs run too, as a spec's
+        O(bridge.hpc.job#module:output.follow) says, with one request per running job of these at each read; its
+        C(output) then has C(running) true. An output not written yet is no output and no error while the job runs.
+        The others' output is read only once their jobs have finished.
+    type: list
+    elements: str
   output_secrets:
     description:
       - Values masked in the output of each identity of O(output_lines), besides the connection's secrets, given as
@@ -105,7 +113,8 @@ jobs:
     - The jobs found, by identity, each normalized as RV(bridge.hpc.job#module:job) with the keys of
       its backend, without C(native) unless O(include_native=true).
     - With O(results_summary=true), a finished job's C(results_summary), where its backend keeps results.
-    - With O(output_lines), a finished job's C(output) or C(output_error).
+    - With O(output_lines), a finished job's C(output) or C(output_error); with O(output_follow) a running job's too,
+      its C(output) with C(running) true.
   returned: when query is not set
   type: dict
   sample: {"sweep-lr-0.1": {"job_id": "41", "phase": "running"}}
@@ -160,12 +169,10 @@ def add_results_summary(client, job):
         job["results_summary"] = summary
 
 
-def add_output(client, job, tail_lines, secrets=()):
-    """A finished job's output under `output`, or why it could not be read under `output_error`:
-    one job's output must not fail the poll of every other job."""
-    if not job.get("terminal"):
-        return
-    job.update(read_output(client, job, {"output": {"tail_lines": tail_lines}}, secrets=secrets))
+def add_output(client, job, tail_lines, follow=False, secrets=()):
+    """A finished job's output under `output` (with `follow`, a running job's too), or why it could
+    not be read under `output_error`: one job's output must not fail the poll of every other job."""
+    job.update(read_output(client, job, {"output": {"tail_lines": tail_lines, "follow": follow}}, secrets=secrets))
 
 
 def output_lines(value):
@@ -184,13 +191,14 @@ def output_lines(value):
 
 def read_jobs(module, client):
     lines = output_lines(module.params.get("output_lines"))
+    follow = set(module.params.get("output_follow") or ())
     secrets = module.params.get("output_secrets") or {}
     attach_login(client, module.params)
     found, missing = read_many(client, module.params["identities"])
     # Read before the native payloads go: a Slurm array task's file name needs its array ids.
     for identity, job in found.items():
         if identity in lines:
-            add_output(client, job, lines[identity], [str(value) for value in secrets.get(identity) or ()])
+            add_output(client, job, lines[identity], identity in follow, [str(value) for value in secrets.get(identity) or ()])
     if not module.params["include_native"]:
         found = dict(zip(found, without_native(list(found.values()))))
     if module.params["results_summary"]:
@@ -206,6 +214,7 @@ def main():
         include_native=dict(type="bool", default=False),
         results_summary=dict(type="bool", default=False),
         output_lines=dict(type="dict"),
+        output_follow=dict(type="list", elements="str"),
         output_secrets=dict(type="dict", no_log=True),
     )
     options.update(HANDOFF_OPTIONS)
@@ -213,7 +222,8 @@ def main():
     options.update(QUERY_OPTIONS)
     module = AnsibleModule(argument_spec=options, supports_check_mode=True, required_one_of=[("identities", "handoff_pipe")],
                            mutually_exclusive=[("identities", "handoff_pipe")])
-    handoff_or_exit(module, {"identities": list, "output_lines": dict, "output_secrets": dict}, idle_result={"jobs": {}, "missing": [], "requests": 0})
+    handoff_or_exit(module, {"identities": list, "output_lines": dict, "output_follow": list, "output_secrets": dict},
+                    idle_result={"jobs": {}, "missing": [], "requests": 0})
     main_for(module, chosen_backend, read_jobs)
 
 

@@ -88,7 +88,9 @@ output:
       newline and tab, secrets masked as C(********) (the connection's token or password, and the values of
       the spec's environment variables whose names hold TOKEN, SECRET, PASSWORD, PASSWD, KEY or CREDENTIAL),
       then its last O(output.tail_lines) lines, cut to 4096 bytes at a line (or character) boundary.
-  returned: when the spec sets output and the job is finished and its output could be read
+    - With O(output.follow=true), a running job's output too, as far as it is written (read at each run that finds the
+      job running), with RV(output.running=true).
+  returned: when the spec sets output and the job is finished (or running, with output.follow) and its output could be read
   type: dict
   contains:
     text:
@@ -100,6 +102,10 @@ output:
     truncated:
       description: Whether the job wrote more than RV(output.text) shows.
       type: bool
+    running:
+      description: True when the job was running as its output was read (O(output.follow=true)); the job may write more.
+      type: bool
+      returned: when the job is running
   sample: {"text": "step 9 of 10\nloss 0.0123\n", "lines": 2, "truncated": true}
 output_error:
   description: Why the output of a finished job could not be read, when the spec asks for it; the job's result stands.

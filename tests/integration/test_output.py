@@ -1,6 +1,8 @@
 """A finished job's `output` on real services: Slurm 22.05 through the real sshd of tools/sshd.sh (its
 jobs run as the login node's user), Ray's driver log, the Pod log on the real Kubernetes node, the
 file download of this tree's LSF simulator (a private instance) and the Qiskit Runtime simulator's job log.
+A followed Ray job (output.follow) shows its first line while it runs, through the module's lifecycle
+and through the controller's poll playbook.
 
 Each job prints the same bytes: UTF-8 text, two bytes that are not UTF-8, a NUL, terminal escapes,
 a secret of its environment and 30 numbered lines; what comes back is text with U+FFFD for the bad
@@ -13,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -200,6 +203,99 @@ def test_ray_driver_log():
         client.close()
     assert result["job"]["phase"] == "completed", result
     assert_cleaned(result["output"], exact=False)
+
+
+# A job that prints a line, sleeps long enough for a few polls to find it running, then prints more.
+FOLLOWED = "#!/bin/bash\necho 'first line'\nsleep 20\necho 'second line'\necho 'last line'\n"
+
+
+def ray_client(env):
+    from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
+
+    return RayClient.from_options({"url": env["RAY_URL"], "token": env.get("RAY_TOKEN") or None}.get)
+
+
+def until_followed(read, deadline=120):
+    """The first of `read()`'s jobs (with the output fields of a job_info job) that is running with
+    its first line read; fails when the job ends first or `deadline` seconds pass."""
+    ends = time.monotonic() + deadline
+    while True:
+        job = read()
+        assert not job.get("terminal"), "the job ended before a poll found it running with output: %s" % job
+        if job["phase"] == "running" and "first line\n" in (job.get("output") or {}).get("text", ""):
+            return job
+        assert time.monotonic() < ends, job
+        time.sleep(1)
+
+
+def test_ray_follows_a_running_jobs_output_and_the_end_replaces_it():
+    from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_present
+    from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
+
+    client = ray_client(require_ray())
+    spec = normalize_spec({"identity": "follow-ray-%s" % RUN_ID, "script": FOLLOWED,
+                           "output": {"tail_lines": 20, "follow": True}}, client)
+
+    def read():
+        result = ensure_present(client, spec)
+        return dict(result["job"], output=result.get("output"))
+
+    try:
+        running = until_followed(read)
+        final = ensure_present(client, spec, wait=True, wait_timeout=120, poll_interval=1)
+    finally:
+        client.close()
+    assert running["output"]["running"] is True and "second line" not in running["output"]["text"]
+    assert final["job"]["phase"] == "completed" and "running" not in final["output"]
+    for line in ("first line\n", "second line\n", "last line\n"):
+        assert line in final["output"]["text"], final["output"]
+
+
+def test_the_controllers_poll_follows_a_running_ray_job(tmp_path, monkeypatch):
+    """AnsibleRunner runs playbooks/bridgejob_{submit,poll}.yml: output_follow goes through the pipe
+    to bridge.hpc.job_info, whose running job carries its output; the job left out of it none."""
+    sys.path.insert(0, os.path.join(REPO, "controller"))
+    from bridge_controller.runner import AnsibleRunner
+
+    env = require_ray()
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    runner = AnsibleRunner(os.path.join(REPO, "playbooks"), str(tmp_path / "runner"), collections_path=COLLECTIONS,
+                           python=sys.executable)
+    backend = {"type": "ray", "url": env["RAY_URL"]}
+    credentials = {"token": env["RAY_TOKEN"]} if env.get("RAY_TOKEN") else {}
+    followed, other = "cr-follow-%s" % RUN_ID, "cr-nofollow-%s" % RUN_ID
+    # As job_params makes them of two CRs, one with spec.output.follow.
+    jobs = [{"identity": identity, "script": FOLLOWED, "output": dict({"tail_lines": 20}, **more)}
+            for identity, more in ((followed, {"follow": True}), (other, {}))]
+    lines = {followed: 20, other: 20}
+
+    def poll():
+        return runner.run("poll", backend, credentials, identities=[followed, other], output_lines=lines,
+                          output_follow=[followed])["jobs"]
+
+    try:
+        submitted = runner.run("submit", backend, credentials, jobs=jobs)
+        assert [item["failed"] for item in submitted["results"]] == [False, False], submitted
+        polled = {}
+
+        def read():
+            polled.update(poll())
+            return polled[followed]
+
+        running = until_followed(read)
+        assert running["output"]["running"] is True and "second line" not in running["output"]["text"]
+        if polled[other]["phase"] == "running":
+            assert "output" not in polled[other], "a running job that does not follow is not read"
+        ends = time.monotonic() + 120
+        while not (polled[followed]["terminal"] and polled[other]["terminal"]):
+            assert time.monotonic() < ends, polled
+            time.sleep(2)
+            polled.update(poll())
+    finally:
+        runner.close()
+    for job in (polled[followed], polled[other]):
+        assert job["phase"] == "completed" and "running" not in job["output"]
+        assert "first line\n" in job["output"]["text"] and "last line\n" in job["output"]["text"]
 
 
 def test_kubernetes_pod_log_on_the_node():

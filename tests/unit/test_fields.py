@@ -36,6 +36,7 @@ COMPANIONS = {
     "array.parallelism": {"array": {"indexes": "0-3"}},
     "retry.classes": {"retry": {"limit": 1}},
     "retry.backoff_seconds": {"retry": {"limit": 1}},
+    "output.follow": {"output": {"tail_lines": 5}},
 }
 # A native field of each backend's own namespace of backend_options.
 BACKEND_OPTIONS = {
@@ -135,7 +136,7 @@ def test_capabilities_do_not_repeat_the_table():
 
 def test_conduct_fields_leave_the_derived_identity_as_it_was():
     base = {"script": "#!/bin/bash\necho base\n", "name": "same"}
-    conducted = dict(base, retry={"limit": 2, "classes": ["timeout"], "backoff_seconds": 5}, output={"tail_lines": 3})
+    conducted = dict(base, retry={"limit": 2, "classes": ["timeout"], "backoff_seconds": 5}, output={"tail_lines": 3, "follow": True})
     assert normalize_spec(conducted)["identity"] == normalize_spec(base)["identity"]
     assert all(BY_NAME[name] for name in CONDUCT_FIELDS)
     arrayed = dict(base, array={"indexes": "0-3"})

@@ -457,7 +457,7 @@ class K8sClient(Backend):
         return self._pod_log(job_id, pod["metadata"]["name"], tail_lines)
 
     def read_output(self, job, tail_lines):
-        """The log of a finished job's Pod, one request when the job as read names its Pod; for an
+        """The log of a job's Pod, one request when the job as read names its Pod; for an
         Indexed Job, of the Pod of its first failed index (job["array"]["failed_indexes"])."""
         array = job.get("array") or {}
         failed = (array.get("failed_indexes") or "").split(",")[0].split("-")[0].strip()

@@ -220,7 +220,7 @@ class RayClient(Backend):
         return text
 
     def read_output(self, job, tail_lines):
-        """The end of a finished job's driver log: the Jobs API's GET /api/jobs/<id>/logs, one request.
+        """The end of a job's driver log: the Jobs API's GET /api/jobs/<id>/logs, one request.
         That endpoint decodes the log as UTF-8 and answers HTTP 500 (UnicodeDecodeError) when the
         driver wrote bytes that are not; then the log file's bytes come from the State API (GET
         /api/v0/logs/file on the driver's node, its last lines), a second request."""

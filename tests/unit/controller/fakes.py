@@ -11,6 +11,20 @@ import threading
 from bridge_controller.kube import Conflict, missing_config_map, missing_key
 
 
+def merge_patched(target, patch):
+    """`target` with a JSON merge patch (RFC 7386) applied, as the apiserver applies one: objects
+    merge key by key at every depth, null deletes a key, anything else replaces."""
+    merged = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_patched(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
 class FakeKube:
     """In-memory objects with resourceVersions; calls are recorded for assertions."""
 
@@ -92,13 +106,7 @@ class FakeKube:
             self.status_patches += 1
             if current["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
                 raise Conflict("stale")  # the resourceVersion precondition KubeApi.patch_status sends
-            merged = dict(current.get("status") or {})
-            for key, value in status.items():
-                if value is None:
-                    merged.pop(key, None)  # merge-patch semantics, as the apiserver applies them
-                else:
-                    merged[key] = copy.deepcopy(value)
-            current["status"] = merged
+            current["status"] = merge_patched(current.get("status") or {}, status)
             return self._store(current, "MODIFIED")
 
     def read(self, obj):
@@ -132,9 +140,10 @@ class FakeRunner:
         self.wallclock = wallclock
 
     def run(self, action, backend, credentials, jobs=None, identities=None, wait_timeout=120, output_lines=None,
-            output_secrets=None):
+            output_secrets=None, output_follow=None):
         self.calls.append((action, backend.get("url"), len(jobs or identities or ())))
         self.output_lines = output_lines
+        self.output_follow = output_follow
         from ansible_collections.bridge.hpc.plugins.module_utils import _jobs
         from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
         from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
@@ -154,10 +163,12 @@ class FakeRunner:
             return {"results": [done[job["identity"]] for job in jobs]}
         if action == "poll":
             found, missing = _jobs.read_many(self.backend, identities)
-            # Like bridge.hpc.job_info's output_lines: the output of the finished jobs asked for.
+            # Like bridge.hpc.job_info's output_lines: the output of the finished jobs asked for, and
+            # of the running ones of output_follow.
             for identity, lines in (output_lines or {}).items():
                 if identity in found:
-                    found[identity].update(_jobs.read_output(self.backend, found[identity], {"output": {"tail_lines": lines}},
+                    output = {"tail_lines": lines, "follow": identity in (output_follow or ())}
+                    found[identity].update(_jobs.read_output(self.backend, found[identity], {"output": output},
                                                              secrets=(output_secrets or {}).get(identity) or ()))
             return {"jobs": found, "missing": missing, "requests": 1}
         limits = dict((job["identity"], (job.get("retry") or {}).get("limit")) for job in jobs)

@@ -1,12 +1,13 @@
-"""status.output and condition OutputRead: read by the poll that finds a job finished, once; a
-Slurm backend's login node reaches the module as content (the Secret's loginPrivateKey), never a path."""
+"""status.output and condition OutputRead: read by the poll that finds a job finished, once, and with
+spec.output.follow by every poll that finds it running; a Slurm backend's login node reaches the
+module as content (the Secret's loginPrivateKey), never a path."""
 
 from bridge_controller import backend_objects
 from bridge_controller.executor import Executor
 from bridge_controller.handoff import handoff_document
 from bridge_controller.policy import Policy
 from bridge_controller.spec import backend_key, backend_of
-from bridge_controller.status import desired_status
+from bridge_controller.status import desired_status, status_patch
 
 from fake_backend import FakeBackend
 from fakes import FakeKube, FakeRunner
@@ -58,6 +59,57 @@ def test_the_poll_that_finds_the_job_finished_reads_its_output_once():
     read = [c for c in a["conditions"] if c["type"] == "OutputRead"][0]
     assert (read["status"], read["reason"], read["message"]) == ("True", "Read", "3 lines, truncated")
     assert "output" not in b and not [c for c in b["conditions"] if c["type"] == "OutputRead"]
+
+
+def output_read(status):
+    read = [c for c in status["conditions"] if c["type"] == "OutputRead"][0]
+    return read["status"], read["reason"], read["message"]
+
+
+def test_with_follow_each_poll_of_the_running_job_reads_its_output_and_the_last_replaces_it():
+    kube, backend, runner, queue, executor = setup()
+    kube.create(bridgejob("a", output={"tailLines": 2, "follow": True}))
+    kube.create(bridgejob("b", output={"tailLines": 2}))
+    settle(executor, queue)
+    executor.poll_due(now=2000.0)
+    assert runner.output_lines == {"uid-a": 2, "uid-b": 2} and runner.output_follow == ["uid-a"]
+    assert backend.reads == 1, "only the running job that follows is read"
+    a = kube.objects["ns/a"]["status"]
+    assert a["phase"] == "Running" and a["output"] == {"text": "env-secret-value too\ndone\n", "lines": 2, "truncated": True,
+                                                       "running": True}
+    assert output_read(a) == ("True", "Following", "2 lines, truncated")
+    assert "output" not in kube.objects["ns/b"]["status"]
+    executor.poll_due(now=3000.0)
+    settle(executor, queue)
+    assert backend.reads == 3
+    a = kube.objects["ns/a"]["status"]
+    # Stored through a merge patch: `running` is gone, not merged into the final read.
+    assert a["phase"] == "Completed" and a["output"] == {"text": "env-secret-value too\ndone\n", "lines": 2, "truncated": True}
+    assert output_read(a) == ("True", "Read", "2 lines, truncated")
+    assert kube.objects["ns/b"]["status"]["output"] == a["output"]
+
+
+def test_a_status_patch_deletes_a_nested_key_that_is_gone():
+    running = {"text": "x\n", "lines": 1, "truncated": False, "running": True}
+    final = {"text": "x\n", "lines": 1, "truncated": False}
+    patch = status_patch({"phase": "Running", "output": running}, {"phase": "Completed", "output": final})
+    assert patch["status"]["output"] == {"text": "x\n", "lines": 1, "truncated": False, "running": None}
+
+
+def test_a_followed_job_cancelled_keeps_what_was_read_while_it_ran():
+    running = {"text": "x\n", "lines": 1, "truncated": False, "running": True}
+    first = desired_status({}, 1, job={"job_id": "7", "phase": "running", "output": running}, now="T")
+    cancelled = desired_status(first, 1, job={"job_id": "7", "phase": "cancelled", "failure_class": "cancelled"}, now="T2")
+    assert cancelled["output"] == running
+    assert output_read(cancelled) == ("True", "ReadWhileRunning", "1 lines, read while the job ran")
+
+
+def test_a_handoff_without_follow_is_the_document_it_was():
+    connection = {"type": "ray", "url": "http://ray:8265"}
+    plain = handoff_document("poll", connection, {}, identities=["x"], output_lines={"x": 5})
+    assert "output_follow" not in plain
+    following = handoff_document("poll", connection, {}, identities=["x"], output_lines={"x": 5}, output_follow=["x"])
+    assert following == dict(plain, output_follow=["x"])
 
 
 def test_output_that_cannot_be_read_is_a_false_condition_and_the_job_stands():

@@ -121,7 +121,7 @@ def test_the_spec_normalizes_groups_and_names_the_bad_field():
                            "retry": {"limit": 2, "on": ["timeout", "node_failure"]}, "output": {"tail_lines": 5}})
     assert spec["array"] == {"indexes": (1, 2, 3), "text": "1-3", "size": 3, "parallelism": 2}
     assert spec["retry"] == {"limit": 2, "classes": ("node_failure", "timeout"), "backoff_seconds": 0}
-    assert spec["output"] == {"tail_lines": 5}
+    assert spec["output"] == {"tail_lines": 5, "follow": False}
     plain = normalize_spec({"script": SCRIPT, "array": None, "retry": {"limit": 0}})
     assert (plain["array"], plain["retry"], plain["output"]) == (None, None, None)
     assert normalize_spec({"script": SCRIPT, "retry": {"limit": 1}})["retry"]["classes"] == ("node_failure", "preempted")
