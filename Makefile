@@ -52,9 +52,10 @@ timed = @budget=$$(tools/budget.sh start $(1) $(2) $(3)); status=0; \
 test:
 	$(call timed,test,25,40,test-stages BRIDGE_BACKGROUND=test-$$(date +%s.%N),tools/background.sh stop)
 
-# Under it the static checks (sanity, lint, docs) run beside the integration tests, which mostly wait
-# on jobs; `make check` runs them in the foreground.
-test-stages: prebuild bootstrap background unit build-check services static-background integration molecule
+# Under it the static checks (sanity, lint, docs) run in the background from the end of the unit
+# tests on, beside the image builds' end and the integration tests, which mostly wait on jobs; `make
+# check` runs them in the foreground.
+test-stages: prebuild bootstrap background unit static-background build-check services integration molecule
 
 # The contributor's loop: all that needs no service (units, sanity, lint, docs), 5 minutes warm.
 check:
@@ -115,8 +116,9 @@ ifdef BRIDGE_BACKGROUND
 endif
 
 # Under `make test`: sanity, lint and docs in one background job (each timed on its own, reported
-# "beside"), started once the services are up, so that the integration tests' waits hold them;
-# `integration` waits for it before its serial part, whose tests need the machine to themselves.
+# "beside"), started once the unit tests have passed, so that what is left of the image builds and
+# the services' start (on a cold machine) and the integration tests' waits hold them; `integration`
+# waits for it before its serial part, whose tests need the machine to themselves.
 static-background: bootstrap
 ifdef BRIDGE_BACKGROUND
 	tools/background.sh start static -- $(background_make) static-run

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Jobs that run beside the stages of `make test`: right after bootstrap the image checks and the
-# services' start begin, niced, while the unit tests run; once the services are up the static checks
-# (sanity, lint, docs) begin, while the integration tests run. Their own stages then only wait for
+# services' start begin, niced, while the unit tests run; once those pass the static checks (sanity,
+# lint, docs) begin, while the integration tests run. Their own stages then only wait for
 # them (Makefile, stages `background` and `static-background`).
 #
 #   tools/background.sh start NAME -- COMMAND...   run COMMAND niced, in a session of its own, output
