@@ -32,10 +32,12 @@ def recorded_job(job_id, identity, state="COMPLETED", name=None, comment=True):
 
 
 class Stub(object):
-    """slurmrestd with `live` jobs in slurmctld and `recorded` ones in accounting (None: no /slurmdb)."""
+    """slurmrestd with `live` jobs in slurmctld and `recorded` ones in accounting (None: no /slurmdb);
+    /diag says `dbd_queue` messages wait for slurmdbd (None: /diag answers no such statistic)."""
 
-    def __init__(self, live=(), recorded=(), version="v0.0.42"):
+    def __init__(self, live=(), recorded=(), version="v0.0.42", dbd_queue=None):
         self.live = list(live)
+        self.dbd_queue = dbd_queue
         self.recorded = None if recorded is None else list(recorded)
         self.version = version
         self.sent = []
@@ -65,6 +67,11 @@ class Stub(object):
                     {"description": "Nothing found", "error_number": 9003, "error": "Nothing found with query",
                      "source": "slurmdb_jobs_get"}]})
             return httpx.Response(200, json={"jobs": jobs})
+        if rest.startswith("diag"):
+            statistics = {"jobs_submitted": len(self.live)}
+            if self.dbd_queue is not None:
+                statistics["dbd_agent_queue_size"] = self.dbd_queue
+            return httpx.Response(200, json={"statistics": statistics})
         if rest.startswith("job/"):
             job_id = int(rest.split("/")[1])
             jobs = [j for j in self.live if job_id in (j["job_id"], array_of(j))]

@@ -568,22 +568,46 @@ class SlurmClient(Backend):
         Accounting is searched by job name (`names`, and the identities, which are the default
         names), so a lookup costs the same with 10 or 10,000 jobs queued. Accounting holds the
         comment, where the identity is, only once a job has ended: a job it shows unfinished is
-        read from slurmctld. What accounting does not have is looked for in slurmctld's list of
-        every job it remembers, since accounting learns of a job a second or two after slurmctld
-        and a renamed job has another name. `lookup` says which were used.
+        read from slurmctld. Accounting learns of a job after slurmctld does, so what it does not
+        have is looked for again: in accounting, once slurmctld says it has nothing left to send to
+        slurmdbd (`_accounting_current`), which costs the same whatever the queue; else in
+        slurmctld's list of every job it remembers. `lookup` says which were used.
         """
         identities = list(dict.fromkeys(identities))
-        found, paths = {}, []
+        found, paths, complete = {}, [], False
         recorded = self._recorded(identities, names)
         if recorded is not None:
             paths.append("accounting")
-            found = self._verified(recorded, identities)
+            found, complete = self._verified(recorded, identities)
         missing = [identity for identity in identities if identity not in found]
+        if missing and complete and self._accounting_current():
+            # Asked after /diag: a job taken before it is in this answer.
+            more, complete = self._verified(self._recorded(missing, names) or [], missing)
+            found.update(more)
+            missing = [] if complete else [identity for identity in missing if identity not in found]
         if missing:
             found.update(newest_by_identity(self.list(identities=missing), self.warnings))
             paths.append("live")
         self.lookup = "+".join(paths)
         return found
+
+    def _accounting_current(self):
+        """Whether every job slurmctld has taken so far is in accounting now: slurmctld's queue of
+        messages for slurmdbd (/diag's dbd_agent_queue_size) is empty. From 23.02 on slurmctld
+        queues a job's record for slurmdbd when it takes the job, and takes it off once slurmdbd has
+        stored it, so the job is in accounting by the time the queue reads empty (measured here: in
+        accounting 8-30 ms after its submit on 24.11 and 26.05, before /diag could be read). 22.05
+        sends a pending job's record only on a 5-second timer, while the queue reads empty (measured:
+        in accounting 5.0 s after its submit, the queue empty all the while): its answer is never
+        current. A slurmdbd that is down or behind keeps the queue from emptying, and so does a
+        busy cluster's stream of job ends: then slurmctld's list is read, as without accounting."""
+        if self.legacy or self._accounting is False:
+            return False
+        try:
+            statistics = self.call("GET", self._path("diag/"), "get", "diag").get("statistics") or {}
+        except BridgeError:
+            return False
+        return statistics.get("dbd_agent_queue_size") == 0
 
     def poll_many(self, identities):
         """{identity: job} now: slurmctld's list (one request); a job it has forgotten (MinJobAge)
@@ -595,20 +619,22 @@ class SlurmClient(Backend):
         return found
 
     def _verified(self, recorded, identities):
-        """{identity: job} of accounting's jobs: ended ones by their comment, unfinished ones (whose
-        comment accounting does not have yet) as slurmctld shows them, one GET each; with more
-        than CURRENT_READS of those, none (the caller's list of the queue finds them)."""
+        """({identity: job}, complete) of accounting's jobs: ended ones by their comment, unfinished
+        ones (whose comment accounting does not have yet) as slurmctld shows them, one GET each;
+        with more than CURRENT_READS of those, none, and not complete (the caller's list of the
+        queue finds them)."""
         wanted = set(identities)
         ended = ended_of(recorded, identities)
         unfinished = [job for job in recorded if not job["terminal"] or not job["identity"]]
         current = []
-        if len(unfinished) <= CURRENT_READS:
+        complete = len(unfinished) <= CURRENT_READS
+        if complete:
             for job in unfinished:
                 try:
                     current.append(self._live_job(job["job_id"]))
                 except NotFound:
                     pass  # forgotten since: accounting's record is all there is
-        return newest_by_identity([job for job in ended + current if job["identity"] in wanted], self.warnings)
+        return newest_by_identity([job for job in ended + current if job["identity"] in wanted], self.warnings), complete
 
     # -- accounting (slurmdbd)
 

@@ -35,12 +35,48 @@ def test_the_job_name_is_searched_as_well_as_the_identity():
 
 
 def test_what_accounting_lacks_is_looked_for_in_slurmctlds_list():
-    """Accounting learns of a job a moment after slurmctld (and a renamed job has another name)."""
-    stub = Stub(live=[live_job(9, "just-submitted", "PENDING")], recorded=[])
+    """Accounting learns of a job a moment after slurmctld: while slurmctld has messages for
+    slurmdbd queued, the job may be one of them."""
+    stub = Stub(live=[live_job(9, "just-submitted", "PENDING")], recorded=[], dbd_queue=2)
     client = stub.client()
     assert client.find("just-submitted")["job_id"] == "9"
     assert client.lookup == "accounting+live"
-    assert stub.paths() == ["/slurmdb/v0.0.42/jobs/", "/slurm/v0.0.42/jobs/"]
+    assert stub.paths() == ["/slurmdb/v0.0.42/jobs/", "/slurm/v0.0.42/diag/", "/slurm/v0.0.42/jobs/"]
+
+
+def test_a_new_identity_costs_three_small_requests_once_accounting_is_current():
+    """slurmctld has nothing left for slurmdbd: accounting, asked again after /diag said so, has
+    every job slurmctld took, and the queue is not listed (issue 27)."""
+    stub = Stub(live=[live_job(n, "other-%d" % n, "PENDING") for n in range(1, 100)], recorded=[], dbd_queue=0)
+    client = stub.client()
+    assert client.find("never-submitted") is None
+    assert client.lookup == "accounting"
+    assert stub.paths() == ["/slurmdb/v0.0.42/jobs/", "/slurm/v0.0.42/diag/", "/slurmdb/v0.0.42/jobs/"]
+
+
+def test_a_job_accounting_stored_between_the_two_questions_is_found():
+    stub = Stub(live=[live_job(9, "just-submitted", "PENDING")], recorded=[], dbd_queue=0)
+    handle = stub.handle
+
+    def stored_after_diag(request):
+        if request.url.path.endswith("/diag/"):
+            stub.recorded.append(recorded_job(9, "just-submitted", "PENDING", comment=False))
+        return handle(request)
+
+    stub.handle = stored_after_diag
+    client = stub.client()
+    assert client.find("just-submitted")["job_id"] == "9"
+    assert client.lookup == "accounting"
+    assert stub.paths() == ["/slurmdb/v0.0.42/jobs/", "/slurm/v0.0.42/diag/", "/slurmdb/v0.0.42/jobs/",
+                            "/slurm/v0.0.42/job/9"]
+
+
+def test_slurm_22_05_accounting_is_never_taken_as_current():
+    """22.05 sends a pending job to slurmdbd on a 5-second timer, its queue empty meanwhile."""
+    stub = Stub(live=[live_job(9, "just-submitted", "PENDING")], recorded=[], dbd_queue=0, version="v0.0.38")
+    client = stub.client()
+    assert client.find("just-submitted")["job_id"] == "9"
+    assert "/slurm/v0.0.38/diag/" not in stub.paths() and client.lookup == "accounting+live"
 
 
 def test_a_job_accounting_shows_unfinished_is_read_from_slurmctld():
@@ -55,7 +91,7 @@ def test_a_job_accounting_shows_unfinished_is_read_from_slurmctld():
 def test_many_unfinished_jobs_are_read_with_one_list():
     count = CURRENT_READS + 1
     stub = Stub(live=[live_job(n, "id-%d" % n) for n in range(count)],
-                recorded=[recorded_job(n, "id-%d" % n, "PENDING", comment=False) for n in range(count)])
+                recorded=[recorded_job(n, "id-%d" % n, "PENDING", comment=False) for n in range(count)], dbd_queue=0)
     found = stub.client().find_many(["id-%d" % n for n in range(count)])
     assert all(job["phase"] == "running" for job in found.values()) and len(found) == count
     assert stub.paths() == ["/slurmdb/v0.0.42/jobs/", "/slurm/v0.0.42/jobs/"]
