@@ -92,7 +92,8 @@ lint: bootstrap
 	$(LINT)
 
 # What the job spec's field table (plugins/module_utils/_fields.py) says, written into the job_spec doc
-# fragment, deploy/crd.yaml and docs/spec.md; tests/unit/test_fields.py fails until it is run.
+# fragment, deploy/crd.yaml and docs/spec.md, and the return values several modules share
+# (tools/returns.yml) into their RETURN; tests/unit/test_fields.py fails until it is run.
 spec: bootstrap
 	python tools/generate_spec.py
 

@@ -123,6 +123,7 @@ def test_the_argument_spec_is_the_table():
 
 
 def test_generated_docs_and_crd_are_what_the_table_says():
+    """And the return values the modules share are what tools/returns.yml says (make spec)."""
     check = subprocess.run([sys.executable, os.path.join(REPO, "tools", "generate_spec.py"), "--check"],
                            capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stderr

@@ -2,13 +2,19 @@
 JOB_KEYS, PHASES, FAILURE_CLASSES), with what each backend's normalizers return, and with each other.
 
 RETURN cannot extend a doc fragment (ansible-core 2.19 applies fragments to DOCUMENTATION only), so
-every module writes its job's keys itself; these tests fail when one of them drifts. `phase` and
-`failure_class` list their values as `choices` ("Can only return" in the docs site).
+every module's RETURN holds its job's keys and the return values it shares with other modules; they
+are written once, in tools/returns.yml, and tools/return_docs.py writes them between BEGIN and END
+lines (make spec; tests/unit/test_fields.py fails while a module is not what the table says). These
+tests hold the table and the modules' own docs to the contract. `phase` and `failure_class` list
+their values as `choices` ("Can only return" in the docs site).
 """
 
+import glob
 import importlib
+import os
 import pkgutil
 import re
+import sys
 
 import pytest
 import yaml
@@ -18,6 +24,11 @@ from ansible_collections.bridge.hpc.plugins.module_utils._module import TOP_LEVE
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 
 from module_runner import Fail, run
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+sys.path.insert(0, os.path.join(REPO, "tools"))
+
+import return_docs  # noqa: E402  pylint: disable=wrong-import-position
 
 # The type every module documents for each key of JOB_KEYS.
 JOB_KEY_TYPES = {
@@ -249,3 +260,50 @@ def test_what_every_job_module_returns_is_documented_alike():
 def test_only_the_slurm_modules_speak_slurm(backend):
     for name in ("%s_job" % prefix(backend), "%s_job_info" % prefix(backend)):
         assert "slurm" not in module_named(name).RETURN.lower(), name
+
+
+def table():
+    with open(os.path.join(REPO, return_docs.TABLE), encoding="utf-8") as handle:
+        return return_docs.Table(handle.read())
+
+
+def begin_lines():
+    """{module name: the parts its BEGIN lines name, each as its words}."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(REPO, return_docs.MODULES))):
+        with open(path, encoding="utf-8") as handle:
+            out[os.path.basename(path)[:-3]] = [line.split(return_docs.BEGIN, 1)[1].split()
+                                                for line in handle if return_docs.BEGIN in line]
+    return out
+
+
+def test_the_table_has_the_job_keys_of_every_backend_and_each_of_its_parts_is_written_somewhere():
+    keys = table().values["job_keys"]
+    assert sorted(keys) == sorted(set(BACKENDS) | {"all"}), "a backend's job keys are its own part"
+    assert list(keys["all"]) == list(JOB_KEYS)
+    parts = begin_lines()
+    for backend in BACKENDS:
+        assert ["job_keys", backend] in parts["%s_job" % prefix(backend)]
+        assert ["job_keys", backend, "include_native"] in parts["%s_job_info" % prefix(backend)]
+    named = set(words[0] for words in sum(parts.values(), []))
+    assert named == set(table().values), "a part no module names says nothing to anyone"
+
+
+def test_a_hand_edit_between_begin_and_end_is_undone_and_the_rest_of_the_module_is_kept():
+    path = "plugins/modules/slurm_job_info.py"
+    with open(os.path.join(REPO, path), encoding="utf-8") as handle:
+        text = handle.read()
+    rewrite = return_docs.rewrites()[path]
+    assert rewrite(text) == text
+    edited = text.replace("Slurm's state reason, such as", "Why, such as", 1)
+    assert edited != text and rewrite(edited) == text
+    own = text.replace('sample: ["41", "42"]', 'sample: ["43"]', 1)
+    assert own != text and rewrite(own) == own, "a sample below END is the module's own"
+
+
+@pytest.mark.parametrize("words", ["job_keys", "job_keys nosuch", "job_keys slurm native", "nosuch", "phase extra", "query_result"])
+def test_a_begin_line_naming_what_the_table_lacks_fails_naming_it(words):
+    text = "x:\n  # %s %s\n  # %s\n" % (return_docs.BEGIN, words, return_docs.END)
+    with pytest.raises(SystemExit) as failed:
+        return_docs.spliced(table(), text, "x.py")
+    assert return_docs.TABLE in str(failed.value)
