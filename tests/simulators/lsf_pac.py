@@ -1292,6 +1292,8 @@ def main(argv=None):
     parser.add_argument("--token-ttl", type=float, default=3600.0, help="token lifetime, seconds")
     parser.add_argument("--minute-seconds", type=float, default=60.0, help="seconds in one run-limit minute")
     parser.add_argument("--clean-period", type=float, default=3600.0, help="seconds finished jobs are kept")
+    parser.add_argument("--tick", type=float, default=0.1,
+                        help="seconds between scheduling passes, each over every job (mbatchd's MBD_SLEEP_TIME)")
     parser.add_argument("--max-job-array-size", type=int, default=DEFAULT_MAX_JOB_ARRAY_SIZE,
                         help="MAX_JOB_ARRAY_SIZE of lsb.params: the largest array index")
     parser.add_argument("--host-slots", type=int, default=4)
@@ -1310,7 +1312,7 @@ def main(argv=None):
     sim = LsfPacSimulator(args.state_dir, users, port=args.port, token_ttl=args.token_ttl, admins=args.admins,
                           verbose=args.verbose, access_log=args.access_log, queues=queues, host_slots=args.host_slots,
                           minute_seconds=args.minute_seconds, clean_period=args.clean_period,
-                          max_job_array_size=args.max_job_array_size)
+                          max_job_array_size=args.max_job_array_size, tick=args.tick)
     serve(sim, args.port_file, "lsf-pac simulator listening on %s\n" % sim.url)
 
 

@@ -67,9 +67,9 @@ QUOTE = "#quote#"
 # What pacclient accepts from its file download: the file's bytes, or an XML message.
 DOWNLOAD_ACCEPT = "text/plain,application/xml,text/xml,application/octet-stream"
 COOKIE = "platform_token"
-# The lookup before a submit asks for the jobs of each name they may carry, a request each; past
-# this many names (a jobs batch of many specs) one list of the user's jobs costs less than the
-# requests would: about as much as 20 name requests on a busy cluster (docs/lsf.md, "Identity lookup").
+# The lookup before a submit asks for the jobs of each name they may carry, a request each. Up to
+# this many names: a spec's own, with its aliases and a dozen retry attempts, whatever the queue; a
+# jobs batch of more shares one list of the user's jobs (docs/lsf.md, "Identity lookup").
 NAMES_ASKED_AT_MOST = 16
 
 
@@ -247,9 +247,9 @@ class LsfClient(Backend):
         those of each name, and of each identity (the name a job defaults to), by name (GET
         /ws/jobs?jobname=, one request a name, 404 when none has it), then the ones found in detail by
         id (POST /ws/jobs/getfullinfo), since only the detail has the description that carries the
-        identity. So the lookup costs the same with 10 or 10,000 jobs queued. Without names (a poll,
-        a cancel, a lookup by identity alone, which cannot know what name a job was given), or with
-        more than NAMES_ASKED_AT_MOST of them, the user's jobs are read in one list instead.
+        identity. So the lookup sends and reads as much with 10 as with 10,000 jobs queued. Without
+        names (a poll, a cancel, a lookup by identity alone, which cannot know what name a job was
+        given), or with more than NAMES_ASKED_AT_MOST of them, the user's jobs are read in one list.
         """
         identities = list(dict.fromkeys(identities))
         searched = list(dict.fromkeys([name for name in names or () if name] + identities))
