@@ -194,6 +194,7 @@ bench: bootstrap
 	set -a; . .run/ray/env; set +a; python bench/ray_submit.py
 	tools/lsf-pac.sh start
 	set -a; . .run/lsf/env; set +a; python bench/lsf_submit.py
+	python bench/lsf_submit.py --simulator --no-methods --fill 0,10000
 	tools/quantum-runtime.sh start
 	set -a; . .run/quantum/env; set +a; python bench/quantum_submit.py
 

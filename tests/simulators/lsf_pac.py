@@ -1035,6 +1035,14 @@ def parse_logon(body):
     return (element.findtext("name") or "").strip(), element.findtext("pass") or ""
 
 
+def job_name_pattern(text):
+    """The jobname filter of GET ws/jobs as a regular expression, * matching any characters; None
+    for no filter."""
+    if not text:
+        return None
+    return re.compile(".*".join(re.escape(part) for part in text.split("*")), re.DOTALL)
+
+
 JOB_REF = re.compile(r"^\s*(\d+)(?:\[(\d+)\])?\s*$")
 
 
@@ -1156,16 +1164,18 @@ class App(object):
     def jobs_by_attributes(self, user, admin, query, basic=False):
         # ?jobname=&username=&queuename=&hostname=&status= ; the caller's jobs by default, username=all
         # for an admin (external-apis.md §2.3). A status is a short (PEND) or long (Pending) name;
-        # ALL and empty mean every status (docs silent on status values). An array's elements match
-        # the array's name (bjobs -J name) as well as their own.
+        # ALL and empty mean every status (docs silent on status values). A job name may hold the
+        # wildcard * anywhere (IBM: "Get basic job information (GET)": "job* returns jobA, jobB").
+        # An array's elements match the array's name (bjobs -J name) as well as their own.
         wanted_user = query.get("username") or user
         if wanted_user != user and not admin:
             raise PacError(403, "Permission denied: only an administrator may query other users' jobs.")
         status = (query.get("status") or "ALL").upper()
+        named = job_name_pattern(query.get("jobname"))
         with self.cluster.lock:
             jobs = [j for j in self.cluster.units()
                     if wanted_user in ("all", j.user)
-                    and query.get("jobname") in (None, "", j.name, j.array.name if j.array is not None else None)
+                    and (named is None or named.fullmatch(j.name) or (j.array is not None and named.fullmatch(j.array.name)))
                     and query.get("queuename") in (None, "", j.queue)
                     and query.get("hostname") in (None, "", self.cluster.host)
                     and status in ("ALL", j.status, LONG_STATUS[j.status].upper())]
@@ -1282,6 +1292,8 @@ def main(argv=None):
     parser.add_argument("--token-ttl", type=float, default=3600.0, help="token lifetime, seconds")
     parser.add_argument("--minute-seconds", type=float, default=60.0, help="seconds in one run-limit minute")
     parser.add_argument("--clean-period", type=float, default=3600.0, help="seconds finished jobs are kept")
+    parser.add_argument("--tick", type=float, default=0.1,
+                        help="seconds between scheduling passes, each over every job (mbatchd's MBD_SLEEP_TIME)")
     parser.add_argument("--max-job-array-size", type=int, default=DEFAULT_MAX_JOB_ARRAY_SIZE,
                         help="MAX_JOB_ARRAY_SIZE of lsb.params: the largest array index")
     parser.add_argument("--host-slots", type=int, default=4)
@@ -1300,7 +1312,7 @@ def main(argv=None):
     sim = LsfPacSimulator(args.state_dir, users, port=args.port, token_ttl=args.token_ttl, admins=args.admins,
                           verbose=args.verbose, access_log=args.access_log, queues=queues, host_slots=args.host_slots,
                           minute_seconds=args.minute_seconds, clean_period=args.clean_period,
-                          max_job_array_size=args.max_job_array_size)
+                          max_job_array_size=args.max_job_array_size, tick=args.tick)
     serve(sim, args.port_file, "lsf-pac simulator listening on %s\n" % sim.url)
 
 

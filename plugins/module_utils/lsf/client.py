@@ -67,6 +67,10 @@ QUOTE = "#quote#"
 # What pacclient accepts from its file download: the file's bytes, or an XML message.
 DOWNLOAD_ACCEPT = "text/plain,application/xml,text/xml,application/octet-stream"
 COOKIE = "platform_token"
+# The lookup before a submit asks for the jobs of each name they may carry, a request each. Up to
+# this many names: a spec's own, with its aliases and a dozen retry attempts, whatever the queue; a
+# jobs batch of more shares one list of the user's jobs (docs/lsf.md, "Identity lookup").
+NAMES_ASKED_AT_MOST = 16
 
 
 class LsfClient(Backend):
@@ -237,8 +241,36 @@ class LsfClient(Backend):
         return select(jobs, identities, name, phases)
 
     def find_many(self, identities, names=None):
-        """{identity: job} for those identities that have a job, from one list request."""
-        return newest_by_identity(self.list(identities=identities), self.warnings)
+        """{identity: newest job carrying it}, of the jobs LSF keeps (finished ones within CLEAN_PERIOD).
+
+        With `names` (the lookup before a submit), only the jobs that may carry an identity are read:
+        those of each name, and of each identity (the name a job defaults to), by name (GET
+        /ws/jobs?jobname=, one request a name, 404 when none has it), then the ones found in detail by
+        id (POST /ws/jobs/getfullinfo), since only the detail has the description that carries the
+        identity. So the lookup sends and reads as much with 10 as with 10,000 jobs queued. Without
+        names (a poll, a cancel, a lookup by identity alone, which cannot know what name a job was
+        given), or with more than NAMES_ASKED_AT_MOST of them, the user's jobs are read in one list.
+        """
+        identities = list(dict.fromkeys(identities))
+        searched = list(dict.fromkeys([name for name in names or () if name] + identities))
+        if names is None or len(searched) > NAMES_ASKED_AT_MOST:
+            return newest_by_identity(self.list(identities=identities), self.warnings)
+        ids = []
+        for name in searched:
+            # The user's jobs of any state by default, recently finished ones included (IBM: "Get
+            # basic job information (GET)"); basic records, which carry no description.
+            for job in self.call("GET", "/ws/jobs", "find", "jobs named", name, params={"jobname": name}, parse=_jobs,
+                                 missing=[]):
+                element = element_of(job["job_id"])
+                ids.append(element[0] if element else job["job_id"])
+        if not ids:
+            return {}
+        ids = ",".join(dict.fromkeys(ids))
+        # By an array's id, every element (as GET /ws/jobs/<id> answers for get).
+        jobs = self.call("POST", "/ws/jobs/getfullinfo", "find", "jobs", ids, parse=_jobs, missing=[],
+                         content=("ids=%s" % ids).encode(), idempotent=True,
+                         headers={"Content-Type": "application/x-www-form-urlencoded"})
+        return newest_by_identity(select(fold_arrays(jobs), identities), self.warnings)
 
     def cancel(self, job_id):
         """Kill a job: POST /ws/jobs/kill (form ids=); where that endpoint is not served (404, 405

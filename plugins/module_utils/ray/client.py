@@ -46,6 +46,10 @@ from ansible_collections.bridge.hpc.plugins.module_utils.ray.states import norma
 
 
 MANAGER = "Ray"
+# Up to this many identities are read by id, a request each, rather than from the list of every
+# job the cluster keeps, which grows with its history: an identity with its 0.1.0 alias and a few
+# retry attempts.
+FEW_BY_ID = 4
 
 
 class RayClient(Backend):
@@ -195,11 +199,21 @@ class RayClient(Backend):
                 and (not phases or job["phase"] in phases)]
 
     def find_many(self, identities, names=None):
-        """{identity: job} for those identities that have a job, from one list request (also the
-        poll's: one request per backend whatever the number of jobs).
+        """{identity: job} for those identities that have a job. The submission id is the identity,
+        and Ray refuses to reuse one: there is never more than one.
 
-        The submission id is the identity, and Ray refuses to reuse one: there is never more than one.
+        The lookup before a submit (an identity and the one Bridge 0.1.0 derived, or a spec's retry
+        attempts) reads up to FEW_BY_ID jobs by id, so it costs the same however many jobs the
+        cluster keeps; more (a jobs batch) come from one list of every job (poll_many).
         """
+        wanted = list(dict.fromkeys(identities))
+        if len(wanted) > FEW_BY_ID:
+            return self.poll_many(wanted)
+        return dict((identity, job) for identity, job in ((i, self.find(i)) for i in wanted) if job is not None)
+
+    def poll_many(self, identities):
+        """{identity: job} now, from one list request whatever the number of jobs: the controller's
+        poll is one request per backend."""
         return dict((job["job_id"], job) for job in self.list(identities=identities))
 
     def cancel(self, job_id):

@@ -304,6 +304,33 @@ def test_query_by_id_list_and_by_attributes(sim):
     assert httpx.get(sim.url + "ws/jobs/0", headers=alice).status_code == 400
 
 
+def test_jobname_takes_the_wildcard_anywhere_and_basic_records_carry_no_description(sim):
+    """IBM: "Get basic job information (GET)": jobname may hold * anywhere; basic info is <pseudoJob>
+    (id, jobId, jobStatus, ...), the description only in the detail."""
+    alice = logon(sim)
+    run = uuid.uuid4().hex[:6]
+    ids = {name: submitted(sim, alice, "true", "-J %s -Jd bridge:%s" % (name, name))
+           for name in ("wa-%s-x1" % run, "wa-%s-x2" % run, "wb-%s-x1" % run)}
+
+    def named(pattern):
+        response = httpx.get(sim.url + "ws/jobs", params={"jobname": pattern}, headers={**alice, **JSON})
+        if response.status_code == 404:
+            return set()
+        records = response.json()["pseudoJob"]
+        records = records if isinstance(records, list) else [records]
+        assert all("description" not in record for record in records)
+        return {int(record["jobId"]) for record in records}
+
+    assert named("wa-%s-x1" % run) == {ids["wa-%s-x1" % run]}
+    assert named("wa-%s-*" % run) == {ids["wa-%s-x1" % run], ids["wa-%s-x2" % run]}
+    assert named("w*-%s-x1" % run) == {ids["wa-%s-x1" % run], ids["wb-%s-x1" % run]}
+    assert named("wa-%s-x" % run) == set(), "without * a name matches only itself (404)"
+    assert named("wa-%s.x1" % run) == set(), "only * is a wildcard"
+    full = httpx.post(sim.url + "ws/jobs/getfullinfo", content="ids=%d" % ids["wb-%s-x1" % run],
+                      headers={**alice, **JSON, "Content-Type": "application/x-www-form-urlencoded"}).json()
+    assert full["job"]["description"] == "bridge:wb-%s-x1" % run
+
+
 def test_queues_and_hosts(sim):
     cookie = {**logon(sim), **JSON}
     queues = httpx.get(sim.url + "ws/queues", headers=cookie).json()["queue"]

@@ -7,7 +7,9 @@ real services. A new backend fails here until it declares itself and gives its r
 import glob
 import os
 import re
+from urllib.parse import parse_qsl, urlsplit
 
+import httpx
 import pytest
 
 from ansible_collections.bridge.hpc.plugins.module_utils import _backend
@@ -23,15 +25,21 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
+from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
+from ansible_collections.bridge.hpc.plugins.module_utils.k8s.client import IDENTITY_LABEL, identity_hash
 from ansible_collections.bridge.hpc.plugins.module_utils.k8s.states import normalize_job as k8s_normalize_job
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import LsfClient
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import records as lsf_records
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.states import normalize_job as lsf_normalize_job
 from ansible_collections.bridge.hpc.plugins.module_utils.quantum.states import normalize_job as quantum_normalize_job
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
 from ansible_collections.bridge.hpc.plugins.module_utils.ray.states import normalize_job as ray_normalize_job
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import normalize_job as slurm_normalize_job
 
 from fake_backend import FakeBackend
-from recorded import FIXTURES, recorded
+from k8s_stub import ApiServerStub
+from quantum_stub import StubRuntime
+from recorded import FIXTURES, recorded, replaying_transport
 
 VERBS = ("describe", "render", "check", "submit", "find_many", "get", "list", "cancel", "inventory", "capacity")
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -167,3 +175,87 @@ def test_newest_is_chosen_by_submit_time_not_by_id():
 def test_without_submit_times_ids_decide_by_number_not_by_text():
     nine, ten = {"job_id": "9", "identity": "x"}, {"job_id": "10", "identity": "x"}
     assert newest_by_identity([ten, nine])["x"] is ten
+
+
+# -- the lookup before a submit is bounded (issue 27) ---------------------------------------------
+# What ensure_present asks of a named spec without an explicit identity: its identity and the one
+# Bridge 0.1.0 derived, both submitted under the spec's name. Neither has a job here, the lookup
+# every new job pays. Each backend says how every request of it stays bounded whatever the number
+# of jobs the manager keeps (by id, tag, label or name), checks it on the requests sent, and caps
+# their number.
+NEW, OLD, NAME = "contract-new", "contract-old", "contract"
+
+
+def requested(method, url):
+    """(method, path, query) of a request."""
+    parts = urlsplit(str(url))
+    return method, parts.path, dict(parse_qsl(parts.query))
+
+
+def lsf_lookup():
+    sent = []
+
+    def pac(request):
+        if request.url.path.endswith("/ws/logon"):
+            return httpx.Response(200, json={"token": 'u"2099-01-01T00:00:00Z"c2ln"YWJj'})
+        sent.append(requested(request.method, request.url))
+        return httpx.Response(404, json={"message": "No matching job found."})
+
+    url = "http://pac.test/platform"
+    http = httpx.Client(base_url=url, transport=httpx.MockTransport(pac))
+    client = LsfClient(url, user="u", password="p", transport=Transport(url, "LSF", http_client=http, sleep=lambda s: None))
+    return client, lambda: sent
+
+
+def ray_lookup():
+    answers = [recorded("ray", "2.60.0", case) for case in ("job_unknown", "version", "job_unknown")]
+    transport, sent = replaying_transport("Ray", answers)
+    return RayClient("http://ray.test", token="tok", transport=transport), lambda: [requested(r.method, r.url) for r in sent]
+
+
+def quantum_lookup():
+    stub = StubRuntime()
+    return stub.client(), lambda: [requested(method, url) for method, url in stub.api_requests()]
+
+
+def kubernetes_lookup():
+    stub = ApiServerStub()
+    return stub.client(), lambda: [(method, path, query) for method, path, query, _body in stub.sent]
+
+
+LOOKUPS = {
+    "lsf": ("by job name: GET ws/jobs?jobname= of the name and of each identity (404 when no job has it); the "
+            "jobs found are then read by id (POST ws/jobs/getfullinfo), none here", 3, lsf_lookup,
+            lambda method, path, query: method == "GET" and path.endswith("/ws/jobs") and query.get("jobname") in (NAME, NEW, OLD)),
+    "ray": ("by id: the submission id is the identity, GET /api/jobs/<identity> of each (and Ray's version once a "
+            "client, to read its error texts)", 3, ray_lookup,
+            lambda method, path, query: method == "GET" and path in ("/api/jobs/" + NEW, "/api/jobs/" + OLD, "/api/version")),
+    "quantum": ("by tag: one page (limit) of the jobs tagged bridge, then GET /jobs?tags=bridge:<identity> of each "
+                "identity not on it", 3, quantum_lookup,
+                lambda method, path, query: method == "GET" and path.endswith("/jobs") and query.get("limit")
+                and query.get("tags") in ("bridge", "bridge:" + NEW, "bridge:" + OLD)),
+    "kubernetes": ("by label: one Job list selecting the identities' hashes (%s in (...)); their Pods only for "
+                   "Jobs found" % IDENTITY_LABEL, 1, kubernetes_lookup,
+                   lambda method, path, query: method == "GET" and path.endswith("/jobs") and query.get("labelSelector")
+                   == "%s in (%s)" % (IDENTITY_LABEL, ",".join(sorted(identity_hash(i) for i in (NEW, OLD))))),
+}
+# Backends whose lookup of a new identity still reads every job the manager keeps, and why.
+UNBOUNDED = {
+    "slurm": "issue 27 item 1: what accounting does not have is looked for in slurmctld's list of every job",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS))
+def test_every_backend_says_how_its_lookup_is_bounded(name):
+    assert (name in LOOKUPS) != (name in UNBOUNDED), "say in LOOKUPS how backend %s bounds its lookup" % name
+
+
+@pytest.mark.parametrize("name", sorted(LOOKUPS))
+def test_the_lookup_of_a_new_identity_asks_only_for_it(name):
+    reason, most, make, bounded = LOOKUPS[name]
+    client, sent = make()
+    assert client.find_many([NEW, OLD], names=[NAME, NAME]) == {}
+    requests = sent()
+    assert requests and len(requests) <= most, (reason, requests)
+    for request in requests:
+        assert bounded(*request), "%s: %s is not %s" % (name, request, reason)

@@ -31,7 +31,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.answers import parse_answer, unwrap
-from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import LsfClient, _jobs, token_expiry
+from ansible_collections.bridge.hpc.plugins.module_utils.lsf.client import NAMES_ASKED_AT_MOST, LsfClient, _jobs, token_expiry
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.compile import bsub_options, compile_job, multipart_body
 from ansible_collections.bridge.hpc.plugins.module_utils.lsf.states import normalize_job, parse_time
 from fault_server import MODES, FaultServer
@@ -525,6 +525,46 @@ def test_find_many_reads_descriptions_and_keeps_the_newest():
     found = client.find_many(["a", "b"])
     assert list(found) == ["a"] and found["a"]["job_id"] == "2"
     assert client.warnings and "several jobs carry identity 'a'" in client.warnings[0]
+    assert pac.paths() == ["POST /ws/logon", "GET /ws/jobs/fullinfo"]
+
+
+XML_BASIC = """<?xml version="1.0" encoding="UTF-8"?>
+<pseudoJobs total="2">
+  <pseudoJob><id>7[1]</id><jobId>7[1]</jobId><jobName>train[1]</jobName><jobStatus>RUN</jobStatus></pseudoJob>
+  <pseudoJob><id>7[2]</id><jobId>7[2]</jobId><jobName>train[2]</jobName><jobStatus>PEND</jobStatus></pseudoJob>
+</pseudoJobs>"""
+XML_ARRAY = """<jobs total="2">
+  <job><jobId>7[1]</jobId><jobName>train[1]</jobName><jobStatus>RUN</jobStatus><description>bridge:id-t array=0-1</description></job>
+  <job><jobId>7[2]</jobId><jobName>train[2]</jobName><jobStatus>PEND</jobStatus><description>bridge:id-t array=0-1</description></job>
+</jobs>"""
+
+
+def test_the_lookup_before_a_submit_asks_by_name_then_reads_the_jobs_found_by_id():
+    """GET ws/jobs?jobname= for each name and identity (basic records, 404 for none), then one POST
+    ws/jobs/getfullinfo of the ids found, an array once by its id."""
+    routes = route("/ws/jobs", [(200, XML_BASIC), (404, XML_ERROR % "No matching job found.")])
+    routes[("POST", "/platform/ws/jobs/getfullinfo")] = (200, XML_ARRAY)
+    client, pac = client_for(routes)
+    found = client.find_many(["id-t", "id-old"], names=["train", "train"])
+    assert list(found) == ["id-t"] and found["id-t"]["job_id"] == "7" and found["id-t"]["array"]["indexes"] == "0,1"
+    asked = [(r.method, r.url.path[len("/platform"):], dict(r.url.params), r.content.decode()) for r in pac.sent[1:]]
+    assert asked == [("GET", "/ws/jobs", {"jobname": "train"}, ""), ("GET", "/ws/jobs", {"jobname": "id-t"}, ""),
+                     ("GET", "/ws/jobs", {"jobname": "id-old"}, ""), ("POST", "/ws/jobs/getfullinfo", {}, "ids=7")]
+    assert pac.sent[-1].headers["content-type"] == "application/x-www-form-urlencoded"
+
+
+def test_a_new_identity_costs_one_request_a_name_and_reads_no_detail():
+    client, pac = client_for(route("/ws/jobs", (404, XML_ERROR % "No matching job found.")))
+    assert client.find("id-new", name="id-new") is None
+    assert pac.paths() == ["POST /ws/logon", "GET /ws/jobs"]
+
+
+@pytest.mark.parametrize("names", [None, ["n-%d" % i for i in range(NAMES_ASKED_AT_MOST + 1)]],
+                         ids=["no-names", "too-many-names"])
+def test_without_names_or_past_the_limit_the_lookup_is_one_list(names):
+    client, pac = client_for(route("/ws/jobs/fullinfo", (200, XML_JOBS)))
+    found = client.find_many(["id-a", "id-z"], names=names)
+    assert list(found) == ["id-a"]
     assert pac.paths() == ["POST /ws/logon", "GET /ws/jobs/fullinfo"]
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import AlreadyExists, AuthFailed, NotFound, Rejected
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
-from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import RayClient
+from ansible_collections.bridge.hpc.plugins.module_utils.ray.client import FEW_BY_ID, RayClient
 
 from recorded import recorded, replaying_transport
 
@@ -94,6 +94,19 @@ def test_unknown_jobs_are_not_found_and_find_returns_none(case):
         client_replaying(case, "version")[0].get("x")
     assert "does not exist" in str(err.value)
     assert client_replaying(case, "version")[0].find("nope") is None
+
+
+def test_a_few_identities_are_read_by_id_more_and_polls_from_one_list():
+    """The lookup before a submit (an identity and its 0.1.0 alias) costs the same however many jobs
+    Ray keeps; a batch past FEW_BY_ID and the controller's poll read the list once."""
+    client, sent = client_replaying("job_succeeded", "job_unknown", "version")
+    assert list(client.find_many(["fixture-ok", "nope"], names=["a", "a"])) == ["fixture-ok"]
+    assert [r.url.path for r in sent] == ["/api/jobs/fixture-ok", "/api/jobs/nope", "/api/version"]
+    many = ["fixture-ok", "fixture-gpu"] + ["nope-%d" % i for i in range(FEW_BY_ID)]
+    for ask in (lambda client: client.find_many(many), lambda client: client.poll_many(many[:2])):
+        client, sent = client_replaying("jobs_list")
+        assert sorted(ask(client)) == ["fixture-gpu", "fixture-ok"]
+        assert [r.url.path for r in sent] == ["/api/jobs/"]
 
 
 @pytest.mark.parametrize("case, phase, exit_code, failure_class", [
