@@ -39,6 +39,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import nor
 from fake_backend import FakeBackend
 from k8s_stub import ApiServerStub
 from quantum_stub import StubRuntime
+from slurm_stub import Stub as SlurmStub
 from recorded import FIXTURES, recorded, replaying_transport
 
 VERBS = ("describe", "render", "check", "submit", "find_many", "get", "list", "cancel", "inventory", "capacity")
@@ -218,6 +219,12 @@ def quantum_lookup():
     return stub.client(), lambda: [requested(method, url) for method, url in stub.api_requests()]
 
 
+def slurm_lookup():
+    # slurmctld holds jobs, none of them these; its queue for slurmdbd is empty (24.11 and later).
+    stub = SlurmStub(live=[], recorded=[], dbd_queue=0)
+    return stub.client(), lambda: [requested(r.method, r.url) for r in stub.sent]
+
+
 def kubernetes_lookup():
     stub = ApiServerStub()
     return stub.client(), lambda: [(method, path, query) for method, path, query, _body in stub.sent]
@@ -234,15 +241,19 @@ LOOKUPS = {
                 "identity not on it", 3, quantum_lookup,
                 lambda method, path, query: method == "GET" and path.endswith("/jobs") and query.get("limit")
                 and query.get("tags") in ("bridge", "bridge:" + NEW, "bridge:" + OLD)),
+    "slurm": ("by job name: accounting's GET /slurmdb/<version>/jobs/?job_name= of the name and the identities, "
+              "then, for what it lacks, GET /slurm/<version>/diag and, once slurmctld has nothing queued for "
+              "slurmdbd, the same query again (22.05, or a queue that is not empty: slurmctld's list)", 3, slurm_lookup,
+              lambda method, path, query: (method == "GET" and path.endswith("/diag/")) or (
+                  method == "GET" and "/slurmdb/" in path and path.endswith("/jobs/")
+                  and set(query.get("job_name", "").split(",")) == {NAME, NEW, OLD})),
     "kubernetes": ("by label: one Job list selecting the identities' hashes (%s in (...)); their Pods only for "
                    "Jobs found" % IDENTITY_LABEL, 1, kubernetes_lookup,
                    lambda method, path, query: method == "GET" and path.endswith("/jobs") and query.get("labelSelector")
                    == "%s in (%s)" % (IDENTITY_LABEL, ",".join(sorted(identity_hash(i) for i in (NEW, OLD))))),
 }
 # Backends whose lookup of a new identity still reads every job the manager keeps, and why.
-UNBOUNDED = {
-    "slurm": "issue 27 item 1: what accounting does not have is looked for in slurmctld's list of every job",
-}
+UNBOUNDED = {}
 
 
 @pytest.mark.parametrize("name", sorted(BACKENDS))
