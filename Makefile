@@ -125,10 +125,13 @@ ifdef BRIDGE_BACKGROUND
 	tools/background.sh start static -- $(background_make) static-run
 endif
 
+# Each of the three runs whether the one before passed or not, as in the foreground.
 static-run:
-	tools/budget.sh time sanity -- tools/sanity.sh
-	tools/budget.sh time lint -- $(LINT)
-	tools/budget.sh time docs -- tools/docs.sh
+	status=0; \
+	tools/budget.sh time sanity -- tools/sanity.sh || status=$$?; \
+	tools/budget.sh time lint -- $(LINT) || status=$$?; \
+	tools/budget.sh time docs -- tools/docs.sh || status=$$?; \
+	exit $$status
 
 build-check: bootstrap
 	@tools/budget.sh begin images

@@ -117,8 +117,8 @@ def queue_table(lengths, rounds):
             empty.setdefault(label, p50)
             ways = "/".join(sorted(set(str(sample[1]) for sample in samples)))
             read = max(sample[2] for sample in samples)
-            print("%8d %10.1f %-9s %10.1f %7.2f %9.2f %9d  %s" % (queued, raw * 1000, label, p50 * 1000, p50 / raw,
-                                                                 p50 / empty[label], read, ways))
+            cells = (queued, raw * 1000, label, p50 * 1000, p50 / raw, p50 / empty[label], read, ways)
+            print("%8d %10.1f %-9s %10.1f %7.2f %9.2f %9d  %s" % cells)
     print("jobs submitted: %d, all cancelled" % len(cluster.submitted))
 
 
