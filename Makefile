@@ -125,7 +125,7 @@ ifdef BRIDGE_BACKGROUND
 	tools/background.sh start static -- $(background_make) static-run
 endif
 
-# Each of the three runs whether the one before passed or not, as in the foreground.
+# Each of the three runs whether the one before passed or not: one run shows every static failure.
 static-run:
 	status=0; \
 	tools/budget.sh time sanity -- tools/sanity.sh || status=$$?; \
