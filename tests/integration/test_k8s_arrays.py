@@ -80,7 +80,10 @@ def test_a_sparse_indexed_job_with_index_7_failing(node_env, api, namespace):  #
     assert job["array"]["failures"] == [{"index": 7, "exit_code": 7, "failure_class": "non_zero_exit"}]
     native = job["native"]["job"]
     assert (native["spec"]["completionMode"], native["spec"]["backoffLimitPerIndex"]) == ("Indexed", 0)
-    assert {c["type"]: c.get("reason") for c in native["status"]["conditions"] if c["status"] == "True"}["Failed"] == "FailedIndexes"
+    # Kubernetes marks the Job FailureTarget at once and Failed once its Pods are gone; a poll may
+    # read it in between. Either says the failed index failed it.
+    decided = {c["type"]: c.get("reason") for c in native["status"]["conditions"] if c["status"] == "True"}
+    assert "FailedIndexes" in (decided.get("Failed"), decided.get("FailureTarget")), decided
     logs = logs_by_index(api, namespace, job["job_id"])
     assert logs == dict((str(k), "index %d completion %d\n" % (index, k)) for k, index in enumerate((3, 7, 20, 21, 22)))
     assert _jobs.ensure_present(client, job_spec)["changed"] is False
