@@ -12,9 +12,10 @@ timing, and are cancelled at the end. Reads SLURM_URL, SLURM_USER, SLURM_JWT (to
 env 22.05). Prints per-job milliseconds and the ratios against the raw baseline.
 
 With --queue 0 10000 it then fills the queue with held jobs to each length in turn and times, at
-each, the raw POST and ensure_present of a new job and of an existing one (a fresh client each, as
-each module run has), printing the ratios against the raw POST and against the empty queue, the
-lookup's way and the jobs it read (issue 27: a new job's submit costs the same on a busy cluster).
+each, the raw POST, the lookup alone of an identity no job carries (`lookup`), and ensure_present of
+a new job and of an existing one (a fresh client each, as each module run has), printing the
+ratios against the raw POST and against the empty queue, the lookup's way and the jobs it read
+(issue 27: a new job's submit costs the same on a busy cluster).
 """
 
 import argparse
@@ -87,8 +88,26 @@ def timed_ensure(cluster, spec):
     return seconds, result.get("lookup"), jobs_read.count, result["changed"]
 
 
+def timed_lookup(cluster, identity):
+    """(seconds, lookup way, jobs read, found) of the identity lookup alone, with a fresh client."""
+    import httpx
+    from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
+
+    jobs_read = JobsRead()
+    http = httpx.Client(base_url=cluster.url, timeout=60, event_hooks={"response": [jobs_read]})
+    client = SlurmClient(cluster.url, user=cluster.user, token=cluster.token, api_version=cluster.version,
+                         transport=Transport(cluster.url, "Slurm", secrets=[cluster.token], http_client=http))
+    t0 = time.perf_counter()
+    found = client.find(identity)
+    seconds = time.perf_counter() - t0
+    client.close()
+    return seconds, client.lookup, jobs_read.count, found is not None
+
+
 def queue_table(lengths, rounds):
-    """ensure_present of a new and of an existing job at each queue length, against the raw POST."""
+    """The lookup alone, and ensure_present of a new and of an existing job, at each queue length, against
+    the raw POST."""
     cluster = Cluster()
     run = uuid.uuid4().hex[:6]
     rows, filled = [], 0
@@ -98,12 +117,14 @@ def queue_table(lengths, rounds):
             filled = length
             raw = statistics.median(
                 timed_call(lambda: cluster.post(spec_for("raw-%s-%d-%d" % (run, length, i)))) for i in range(rounds))
+            lookup = [timed_lookup(cluster, "absent-%s-%d-%d" % (run, length, i)) for i in range(rounds)]
+            assert not any(found for _s, _w, _r, found in lookup), "an identity no job carries was found"
             new = [timed_ensure(cluster, spec_for("new-%s-%d-%d" % (run, length, i))) for i in range(rounds)]
             assert all(changed for _s, _w, _r, changed in new), "a new identity was found: %s" % new
             existing = spec_for("new-%s-%d-0" % (run, length))
             again = [timed_ensure(cluster, existing) for _i in range(rounds)]
             assert not any(changed for _s, _w, _r, changed in again), "an existing job was submitted again"
-            rows.append((cluster.queue_length(), raw, new, again))
+            rows.append((cluster.queue_length(), raw, lookup, new, again))
     finally:
         cluster.cancel_all()
     print("Slurm %s (REST %s): ensure_present by queue length, p50 of %d, a fresh client each" % (
@@ -111,8 +132,8 @@ def queue_table(lengths, rounds):
     print("%8s %10s %-9s %10s %7s %9s %9s  %s" % ("queued", "raw ms", "job", "ensure ms", "x raw", "x empty",
                                                   "jobs read", "lookup"))
     empty = {}
-    for queued, raw, new, again in rows:
-        for label, samples in (("new", new), ("existing", again)):
+    for queued, raw, lookup, new, again in rows:
+        for label, samples in (("lookup", lookup), ("new", new), ("existing", again)):
             p50 = statistics.median(sample[0] for sample in samples)
             empty.setdefault(label, p50)
             ways = "/".join(sorted(set(str(sample[1]) for sample in samples)))
