@@ -68,10 +68,9 @@ class JobsRead(object):
             pass
 
 
-def timed_ensure(cluster, spec):
-    """(seconds, lookup way, jobs read, changed) of ensure_present of `spec` with a fresh client."""
+def counting_client(cluster):
+    """(a fresh SlurmClient, as each module run has, and the JobsRead that counts what it reads)."""
     import httpx
-    from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_present
     from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
     from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
 
@@ -79,6 +78,14 @@ def timed_ensure(cluster, spec):
     http = httpx.Client(base_url=cluster.url, timeout=60, event_hooks={"response": [jobs_read]})
     client = SlurmClient(cluster.url, user=cluster.user, token=cluster.token, api_version=cluster.version,
                          transport=Transport(cluster.url, "Slurm", secrets=[cluster.token], http_client=http))
+    return client, jobs_read
+
+
+def timed_ensure(cluster, spec):
+    """(seconds, lookup way, jobs read, changed) of ensure_present of `spec` with a fresh client."""
+    from ansible_collections.bridge.hpc.plugins.module_utils._jobs import ensure_present
+
+    client, jobs_read = counting_client(cluster)
     t0 = time.perf_counter()
     result = ensure_present(client, spec)
     seconds = time.perf_counter() - t0
@@ -90,14 +97,7 @@ def timed_ensure(cluster, spec):
 
 def timed_lookup(cluster, identity):
     """(seconds, lookup way, jobs read, found) of the identity lookup alone, with a fresh client."""
-    import httpx
-    from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
-    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
-
-    jobs_read = JobsRead()
-    http = httpx.Client(base_url=cluster.url, timeout=60, event_hooks={"response": [jobs_read]})
-    client = SlurmClient(cluster.url, user=cluster.user, token=cluster.token, api_version=cluster.version,
-                         transport=Transport(cluster.url, "Slurm", secrets=[cluster.token], http_client=http))
+    client, jobs_read = counting_client(cluster)
     t0 = time.perf_counter()
     found = client.find(identity)
     seconds = time.perf_counter() - t0
