@@ -542,9 +542,11 @@ def main():
         print("private control plane %s; Slurm %s at %s; namespace %s; logs in %s" % (
             kubeconfig, slurm.get("SLURM_VERSION"), slurm["SLURM_URL"], namespace, work), flush=True)
         queued = slurm_queue_length(slurm)
-        print("Slurm remembers %d jobs now; every identity lookup lists them all" % queued, flush=True)
+        print("Slurm remembers %d jobs now" % queued, flush=True)
         if queued > 100:
-            print("WARNING: a long queue slows every submit; cancel leftovers and wait MinJobAge (300 s)", flush=True)
+            # While a burst's job records wait for slurmdbd, a lookup lists slurmctld's queue (docs/slurm.md).
+            print("WARNING: a long queue slows the submits of a burst; cancel leftovers and wait MinJobAge (300 s)",
+                  flush=True)
         if args.idle:
             # Before the burst, whose 1,000 held jobs would slow every lookup after it.
             cold = without_standby_run(args, custom, core, kubeconfig, slurm, work)
