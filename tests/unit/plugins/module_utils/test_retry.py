@@ -364,3 +364,26 @@ def test_a_running_job_after_a_requeue_is_running():
 
     job = normalize_job({"job_id": 42, "job_state": ["RUNNING"], "restart_cnt": 1, "state_reason": "None"})
     assert job["phase"] == "running" and job["reason"] is None
+
+
+@pytest.mark.parametrize("job_state, failure_class", [
+    (["OUT_OF_MEMORY"], "out_of_memory"),
+    ("OUT_OF_MEMORY", "out_of_memory"),  # v0.0.38/39: a string
+    (["TIMEOUT"], "timeout"),
+    (["DEADLINE"], "timeout"),
+    (["NODE_FAIL"], "node_failure"),
+    (["BOOT_FAIL"], "node_failure"),
+    (["PREEMPTED"], "preempted"),
+    (["FAILED"], "non_zero_exit"),
+])
+def test_a_slurm_job_ended_by_its_manager_is_retried_only_for_its_own_class(job_state, failure_class):
+    # The chroot clusters have no cgroup plugin, so Slurm never kills for memory there: this is where
+    # OUT_OF_MEMORY meets the retry policy.
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import normalize_job
+
+    job = dict(normalize_job({"job_id": 42, "job_state": job_state, "end_time": T0}), identity="run-1")
+    assert (job["phase"], job["failure_class"]) == ("failed", failure_class)
+    others = [name for name in ("out_of_memory", "timeout", "node_failure", "preempted", "non_zero_exit")
+              if name != failure_class]
+    assert _retry.decide(spec(classes=[failure_class]), {"run-1": job}, T0 + 1).action == _retry.SUBMIT
+    assert _retry.decide(spec(classes=others), {"run-1": job}, T0 + 1).action == _retry.DONE
