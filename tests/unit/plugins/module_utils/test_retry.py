@@ -5,6 +5,7 @@ import pytest
 from ansible_collections.bridge.hpc.plugins.module_utils import _retry
 from ansible_collections.bridge.hpc.plugins.module_utils._arrays import array_job
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
+from ansible_collections.bridge.hpc.plugins.module_utils._fields import RETRY_CLASSES
 from ansible_collections.bridge.hpc.plugins.module_utils._jobs import (
     ensure_absent,
     ensure_many_absent,
@@ -383,7 +384,6 @@ def test_a_slurm_job_ended_by_its_manager_is_retried_only_for_its_own_class(job_
 
     job = dict(normalize_job({"job_id": 42, "job_state": job_state, "end_time": T0}), identity="run-1")
     assert (job["phase"], job["failure_class"]) == ("failed", failure_class)
-    others = [name for name in ("out_of_memory", "timeout", "node_failure", "preempted", "non_zero_exit")
-              if name != failure_class]
+    others = [name for name in RETRY_CLASSES if name != failure_class]
     assert _retry.decide(spec(classes=[failure_class]), {"run-1": job}, T0 + 1).action == _retry.SUBMIT
     assert _retry.decide(spec(classes=others), {"run-1": job}, T0 + 1).action == _retry.DONE
