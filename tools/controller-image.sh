@@ -23,7 +23,8 @@
 #      bridgejob_{submit,poll,cancel}.yml, the image's Python, the containerPort, HOME/ANSIBLE_* on
 #      volumes; ansible-playbook --syntax-check of the 3 playbooks with the installed collection;
 #      AnsibleRunner (as main.py builds it) runs bridgejob_poll.yml (bridge.hpc.job_info) against a
-#      stub of Ray's GET /api/jobs/ inside the container, the token handed over through the pipe.
+#      stub of Ray's GET /api/jobs/ inside the container, the token handed over through the pipe;
+#   3. its Python packages are exactly those of locks/controller.txt (tools/lib/lock_check.py).
 # podman runs with runc and ulimits it can set here (tools/lib/images.sh).
 set -euo pipefail
 
@@ -40,27 +41,8 @@ source "$REPO/tools/lib/rootfs.sh"
 # shellcheck source=tools/lib/images.sh
 source "$REPO/tools/lib/images.sh"
 
-# The Python requirements the Containerfile's `pip install` lines name, and the controller's build
-# backend, one a line.
-requirements() {
-  "$HOST_PYTHON" - "$CONTAINERFILE" "$REPO/controller/pyproject.toml" <<'EOF'
-import re, shlex, sys, tomllib
-text = re.sub(r"\\\n", " ", open(sys.argv[1]).read())
-reqs = []
-for line in text.splitlines():
-    if not line.startswith("RUN "):
-        continue
-    for command in line[4:].split("&&"):
-        words = shlex.split(command)
-        if words[:2] == ["pip", "install"]:
-            reqs += [w for w in words[2:] if re.match(r"^[A-Za-z][A-Za-z0-9_.-]*[<>=!~]", w)]
-reqs += tomllib.load(open(sys.argv[2], "rb"))["build-system"]["requires"]
-print("\n".join(sorted(set(reqs))))
-EOF
-}
-
-# The wheel dir on stdout: every wheel the build installs, built on the host from PyPI.
-ensure_wheels() { wheel_dir "$(requirements)"; }
+# The wheel dir on stdout: every wheel of the lock the Containerfile installs from.
+ensure_wheels() { wheel_dir "$REPO/locks/controller.txt"; }
 
 # The COPY sources (relative to the context) of the Containerfile, one a line.
 copy_sources() {
@@ -104,7 +86,7 @@ check_image() {
   work=$(mktemp -d "${TMPDIR:-/tmp}/bridge-image-check.XXXXXX")
   trap 'rm -rf "'"$work"'"' EXIT
   # The Deployment's container, as podman run options and args (valueFrom env gets a stand-in).
-  "$REPO/.venv/bin/python" - "$DEPLOYMENT" "$work" >"$work/deployment.sh" <<'EOF'
+  "${BRIDGE_VENV:-$REPO/.venv}/bin/python" - "$DEPLOYMENT" "$work" >"$work/deployment.sh" <<'EOF'
 import shlex, sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d.get("kind") == "Deployment"]
 pod = docs[0]["spec"]["template"]["spec"]
@@ -159,6 +141,12 @@ EOF
   log "ok: $(head -1 "$work/ssh.txt")"
   "${run[@]}" -i --entrypoint python "$image" - "${D_PORTS[*]}" "${D_MOUNTS[*]}" "${D_ARGS[@]}" \
     <"$REPO/tools/lib/image_checks.py" >&2 || die "the checks in $image failed"
+  # Its Python packages are exactly locks/controller.txt's, beside the controller's own wheel and the
+  # base's installer.
+  local pins
+  mapfile -t pins < <("$HOST_PYTHON" "$REPO/tools/locks.py" pins "$REPO/locks/controller.txt")
+  "${run[@]}" -i --entrypoint python "$image" - --allow pip --allow bridge-controller "${pins[@]}" \
+    <"$REPO/tools/lib/lock_check.py" >&2 || die "$image does not hold exactly locks/controller.txt"
 }
 
 ensure_podman

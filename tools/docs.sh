@@ -19,7 +19,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 "$REPO/tools/bootstrap.sh"
-export PATH="$REPO/.venv/bin:$PATH"
+export PATH="${BRIDGE_VENV:-$REPO/.venv}/bin:$PATH"
 # bridge.hpc (the symlink to this checkout) and ansible.posix, which the stage role links to.
 export ANSIBLE_COLLECTIONS_PATH="$REPO/.run/collections"
 export ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false

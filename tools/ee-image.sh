@@ -19,10 +19,13 @@
 #      built from the copy tools/bootstrap.sh unpacked from the `ansible` wheel, in ee/collections;
 #      ee/requirements.yml installs them as files, with --offline;
 #   2. `ansible-builder create` writes the build context (.run/ee/context);
-#   3. `ansible-builder introspect` reads the collections' requirements from their
-#      meta/execution-environment.yml, as the build's builder stage will: the Python wheels of those
-#      and of every `pip install` in the generated Containerfile are built on the host, and offered to
-#      pip in the build through a pip.conf (tools/lib/images.sh);
+#   3. the wheels of locks/ee.txt (what the EE's base stage installs, with --require-hashes, before
+#      anything else: ee/execution-environment.yml) and of locks/ee-builder.txt (ansible-builder's
+#      own bindep, pyyaml and packaging in its builder stage) are downloaded on the host and offered
+#      to pip in the build through a pip.conf, as its only index (tools/lib/images.sh); the ranges
+#      ansible-builder then installs (ansible-core, ansible-runner, the collections' requirements
+#      that `ansible-builder introspect` reads from their meta/execution-environment.yml) are
+#      already met by the lock, so nothing else is installed;
 #   4. bindep's packages for this platform (`bindep -l newline` of the introspected bindep.txt: what
 #      the build's `apt-get install` will ask for) are downloaded on the host, `apt-get install
 #      --download-only` in a chroot of the base image's rootfs (so apt resolves them against exactly
@@ -41,7 +44,7 @@
 #
 # `check` runs the image offline as an arbitrary uid of group root (as OpenShift and AWX's container
 # groups run it): the collections listed, their Python requirements imported, ssh and rsync, ansible-doc
-# of a module; then a playbook through `run` and through `stream`, whose bridge.hpc module must fail
+# of a module; its Python packages exactly locks/ee.txt's; then a playbook through `run` and through `stream`, whose bridge.hpc module must fail
 # with the collection's own message about its missing URL (tests/integration/test_execution_environment.py
 # runs real jobs through both).
 set -euo pipefail
@@ -50,7 +53,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 EE_DIR=$REPO/ee
 EE_FILE=$EE_DIR/execution-environment.yml
 RUN_DIR=$REPO/.run/ee   # build files, not a service's: never under BRIDGE_RUN
-VENV_BIN=$REPO/.venv/bin
+VENV_BIN=${BRIDGE_VENV:-$REPO/.venv}/bin
 # What the build's `apt-get install` runs with, and what the chroot resolves the packages with.
 APT_BUILD_CONF='APT::Install-Recommends "false";'
 # How `run` and `stream` start the image: services on the host's 127.0.0.1 are reachable.
@@ -113,28 +116,6 @@ introspect() {
     "$REPO/.run/collections" >/dev/null || die "ansible-builder introspect failed"
 }
 
-# requirements CONTAINERFILE PIP_REQUIREMENTS: every requirement the build's `pip install`s name (the
-# Containerfile's, its ARGs' defaults expanded, and the collections'), one a line.
-requirements() {
-  "$HOST_PYTHON" - "$@" <<'EOF'
-import re, shlex, sys
-text = re.sub(r"\\\n", " ", open(sys.argv[1]).read())
-args = dict(re.findall(r'^ARG (\w+)="(.*)"$', text, re.M))
-reqs = []
-for line in text.splitlines():
-    if not line.startswith("RUN "):
-        continue
-    words = shlex.split(re.sub(r"\$(\w+)", lambda m: args.get(m.group(1), m.group(0)), line[4:]))
-    if words[1:4] == ["-m", "pip", "install"]:
-        reqs += [w for w in words[4:] if not w.startswith("-")]
-for line in open(sys.argv[2]):
-    line = line.split("#", 1)[0].strip()
-    if line:
-        reqs.append(line)
-print("\n".join(sorted(set(reqs))))
-EOF
-}
-
 # debs_dir PACKAGE...: apt's lists, the .debs of PACKAGEs and of what they need beyond the base, and
 # the apt.conf.d of the build, in a cached dir (printed); built in a chroot of the base's rootfs.
 debs_dir() {
@@ -185,7 +166,7 @@ ensure_image() {
   work=$RUN_DIR/introspect
   rm -rf "$work"; mkdir -p "$work"
   introspect "$work"
-  wheels=$(wheel_dir "$(requirements "$context/Containerfile" "$work/requirements.txt")") || exit 1
+  wheels=$(wheel_dir "$REPO/locks/ee.txt" "$REPO/locks/ee-builder.txt") || exit 1
   mapfile -t packages < <("$VENV_BIN/bindep" -f "$work/bindep.txt" -l newline || true)
   debs=$(debs_dir "${packages[@]}") || exit 1
   key=$( {
@@ -194,7 +175,7 @@ ensure_image() {
     "$VENV_BIN/ansible-builder" --version
     podman image inspect --format '{{.Id}}' "$base"
     basename "$wheels"; basename "$debs"
-    declare -f ensure_image ensure_collections ensure_context introspect requirements debs_dir wheel_dir build_image
+    declare -f ensure_image ensure_collections ensure_context introspect debs_dir wheel_dir build_image
   } | sha256sum | cut -c1-16)
   name=localhost/bridge-ee:$key
   if image_exists "$name"; then
@@ -267,6 +248,12 @@ EOF
     ansible-doc -t module bridge.hpc.slurm_job | head -n 1 && id' >&2 ||
     die "the collections' requirements in $image"
   log "ok: httpx, kubernetes, boto3, ssh, rsync and ansible-doc in $image as uid 4242"
+  # Its Python packages are exactly locks/ee.txt's, beside the base's own pip and setuptools.
+  local pins
+  mapfile -t pins < <("$HOST_PYTHON" "$REPO/tools/locks.py" pins "$REPO/locks/ee.txt")
+  "${PODMAN[@]}" run --rm -i --network=none "${ULIMITS[@]}" --user 4242:0 "$image" \
+    python3 - --allow pip --allow setuptools "${pins[@]}" <"$REPO/tools/lib/lock_check.py" >&2 ||
+    die "$image does not hold exactly locks/ee.txt"
   mkdir -p "$work/isolated/project" "$work/isolated/env"
   cat >"$work/isolated/project/check.yml" <<'EOF'
 - name: A bridge.hpc module in the EE

@@ -11,7 +11,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 "$REPO/tools/bootstrap.sh"
-VENV="$REPO/.venv"
+VENV="${BRIDGE_VENV:-$REPO/.venv}"
 export PATH="$VENV/bin:$PATH"
 
 DIST="$REPO/.run/dist"
@@ -41,7 +41,7 @@ tar -tzf "$artifact" >"$WORK/contents.txt"
 echo "built $(basename "$artifact") ($(du -h "$artifact" | cut -f1), $(grep -vc '/$' "$WORK/contents.txt") files)"
 
 # Development-only content must not leak into the artifact.
-leaked="$(grep -E '^(\./)?(\.venv|\.run|\.ansible|\.git|\.ci|\.pytest_cache|tests/output)(/|$)|__pycache__|\.pyc$' "$WORK/contents.txt" || true)"
+leaked="$(grep -E '^(\./)?(\.venv|\.run|\.ansible|\.git|\.ci|\.pytest_cache|tests/output|locks)(/|$)|__pycache__|\.pyc$' "$WORK/contents.txt" || true)"
 if [[ -n "$leaked" ]]; then
   echo "galaxy_build_check: artifact contains development-only paths (fix build_ignore in galaxy.yml):" >&2
   echo "$leaked" | head -20 >&2

@@ -20,9 +20,9 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUN=${BRIDGE_RUN:-$REPO/.run}
 export BRIDGE_RUN=$RUN
-export PATH=$REPO/.venv/bin:$PATH
+export PATH=${BRIDGE_VENV:-$REPO/.venv}/bin:$PATH
 export ANSIBLE_COLLECTIONS_PATH=${ANSIBLE_COLLECTIONS_PATH:-$REPO/.run/collections}
-export ANSIBLE_PYTHON_INTERPRETER=${ANSIBLE_PYTHON_INTERPRETER:-$REPO/.venv/bin/python}
+export ANSIBLE_PYTHON_INTERPRETER=${ANSIBLE_PYTHON_INTERPRETER:-${BRIDGE_VENV:-$REPO/.venv}/bin/python}
 export ANSIBLE_LOCALHOST_WARNING=0 ANSIBLE_INVENTORY_UNPARSED_WARNING=0
 # molecule keeps its ephemeral state under ~/.ansible/tmp by default; one dir per run dir and role
 # lets clones and worktrees run scenarios side by side (set below, per role).

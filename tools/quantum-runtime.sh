@@ -5,8 +5,9 @@
 #   tools/quantum-runtime.sh start|stop|status|env
 #
 # The simulator and the official client (qiskit-ibm-runtime, for the tests) run in a virtualenv of
-# their own, ${XDG_CACHE_HOME:-~/.cache}/bridge/qiskit-venv, installed once from binary wheels and
-# reinstalled only when the pinned versions change. One simulator per run dir
+# their own, ${XDG_CACHE_HOME:-~/.cache}/bridge/qiskit-venv, installed once from the binary wheels of
+# locks/qiskit.txt (whose input, locks/qiskit.in, says why those versions) and made anew only when that
+# lock changes. One simulator per run dir
 # (${BRIDGE_RUN:-<repo>/.run}/quantum), on 127.0.0.1 only. The env file <run>/quantum/env (mode 0600)
 # holds QUANTUM_URL (http://127.0.0.1:PORT/api/v1), QUANTUM_IAM_URL, QUANTUM_API_KEY,
 # QUANTUM_SERVICE_CRN, QUANTUM_DEVICES (operational ones first), QUANTUM_PYTHON (the venv's python)
@@ -26,11 +27,7 @@ RUN=$RUN_BASE/quantum
 PID_DIR=$RUN/pids
 TIMEOUT=${BRIDGE_QUANTUM_TIMEOUT:-60}
 VENV=${XDG_CACHE_HOME:-$HOME/.cache}/bridge/qiskit-venv
-STAMP=$VENV/.bridge-qiskit-versions
-# The versions quantum-lsf.md §A6 verified together; ibm-quantum-schemas validates the results in
-# the tests, qiskit-qasm3-import backs qiskit.qasm3.loads (PUB circuits sent as OpenQASM 3 text).
-PINS=(qiskit==2.6.2 qiskit-aer==0.18.2 qiskit-ibm-runtime==0.51.0 ibm-quantum-schemas==0.13.20261016
-      qiskit-qasm3-import==0.6.0)
+LOCK=$REPO/locks/qiskit.txt
 
 die() { echo "quantum-runtime: $*" >&2; exit 1; }
 log() { echo "quantum-runtime: $*" >&2; }
@@ -58,14 +55,14 @@ URL=$BASE/api/v1
 
 settings() {
   printf '%s\n' "PORT=$PORT" "TOKEN_TTL=$TOKEN_TTL" "QUEUE_SECONDS=$QUEUE_SECONDS" "RUN_SECONDS=$RUN_SECONDS" \
-    "SHOT_SECONDS=$SHOT_SECONDS" "SECOND=$SECOND" "USAGE_LIMIT=$USAGE_LIMIT" "PINS='${PINS[*]}'"
+    "SHOT_SECONDS=$SHOT_SECONDS" "SECOND=$SECOND" "USAGE_LIMIT=$USAGE_LIMIT" "LOCK=$(sha256sum "$LOCK" | cut -c1-16)"
 }
 
 # ---------------------------------------------------------------------------------------------
-# Installation (as tools/ray-cluster.sh installs Ray: a stamp of the pins, a lock for parallel starts)
+# Installation (as tools/ray-cluster.sh installs Ray: from a lock, a flock for parallel starts)
 # ---------------------------------------------------------------------------------------------
-# Binary wheels only: nothing is compiled here, and every dependency has a wheel for Linux x86_64.
-ensure_installed() { ensure_venv "$VENV" "$STAMP" "420 MiB" --only-binary=:all: "${PINS[@]}"; }
+# The lock holds binary wheels only (tools/locks.py): nothing is compiled here.
+ensure_installed() { ensure_venv "$VENV" "$LOCK" "420 MiB"; }
 
 # ---------------------------------------------------------------------------------------------
 # Credentials: made once per run dir

@@ -4,7 +4,7 @@
 #   tools/ray-cluster.sh start|stop|status|env
 #
 # Ray is installed once into its own virtualenv (${XDG_CACHE_HOME:-~/.cache}/bridge/ray-venv, not
-# the collection's .venv) and reinstalled only when the pinned version changes. The head has 2 CPUs,
+# the collection's .venv) from locks/ray.txt, and made anew only when that lock changes. The head has 2 CPUs,
 # no GPU, one custom resource "bridge_test": 1, and its dashboard (Jobs API) on 127.0.0.1:8265.
 # The env file <run>/ray/env (mode 0600) holds RAY_ADDRESS (the dashboard URL, read by the bridge.hpc
 # modules and plugins as by the Ray CLI), RAY_URL (the same, for the tests and bench), RAY_VERSION,
@@ -27,9 +27,9 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUN_BASE=${BRIDGE_RUN:-$REPO/.run}
 RUN=$RUN_BASE/ray
-RAY_PIN=2.60.0
+LOCK=$REPO/locks/ray.txt
+RAY_PIN=$(sed -n 's/^ray\(\[[^]]*\]\)\?==\([^ ]*\).*/\2/p' "$LOCK")
 VENV=${XDG_CACHE_HOME:-$HOME/.cache}/bridge/ray-venv
-STAMP=$VENV/.bridge-ray-version
 DASH_PORT=${BRIDGE_RAY_DASHBOARD_PORT:-8265}
 GCS_PORT=${BRIDGE_RAY_GCS_PORT:-6379}
 CLIENT_PORT=${BRIDGE_RAY_CLIENT_PORT:-10001}
@@ -81,7 +81,7 @@ settings() {
 # ---------------------------------------------------------------------------------------------
 # Installation
 # ---------------------------------------------------------------------------------------------
-ensure_installed() { ensure_venv "$VENV" "$STAMP" "240 MiB" "ray[default]==$RAY_PIN"; }
+ensure_installed() { ensure_venv "$VENV" "$LOCK" "240 MiB"; }
 
 # ---------------------------------------------------------------------------------------------
 # Process bookkeeping (starttime, terminate: tools/lib/procs.sh)

@@ -21,7 +21,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 "$REPO/tools/bootstrap.sh"
-VENV="$REPO/.venv"
+VENV="${BRIDGE_VENV:-$REPO/.venv}"
 PY="$VENV/bin/python"
 PYVER="${SANITY_PYTHON:-$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')}"
 

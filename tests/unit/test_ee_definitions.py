@@ -22,6 +22,10 @@ def test_the_awx_based_definition_installs_what_the_own_one_does():
     for key in ("ansible_core", "ansible_runner", "galaxy"):
         assert own["dependencies"][key] == awx["dependencies"][key], key
     assert own["additional_build_files"] == awx["additional_build_files"]
+    # Both install locks/ee.txt first, hash-checked (tests/unit/test_locks.py holds its ranges).
+    assert own["additional_build_steps"] == awx["additional_build_steps"]
+    assert {"src": "../locks/ee.txt", "dest": "lock"} in own["additional_build_files"]
+    assert any("--require-hashes -r" in step for step in own["additional_build_steps"]["prepend_base"])
     assert awx["images"]["base_image"]["name"].startswith("quay.io/ansible/awx-ee:")
     assert not awx["images"]["base_image"]["name"].endswith(":latest"), "pin the AWX it is made for"
     assert "package_manager_path" not in (awx.get("options") or {}), "awx-ee has dnf, ansible-builder's default"
@@ -35,6 +39,8 @@ def test_ansible_builder_makes_a_build_context_of_the_awx_based_definition(tmp_p
     (ee / "collections").mkdir(parents=True)
     for name in ("execution-environment-awx.yml", "requirements.yml"):
         shutil.copy(os.path.join(REPO, "ee", name), str(ee / name))
+    (tmp_path / "locks").mkdir()
+    shutil.copy(os.path.join(REPO, "locks", "ee.txt"), str(tmp_path / "locks" / "ee.txt"))
     context = tmp_path / "context"
     done = subprocess.run(["ansible-builder", "create", "-f", str(ee / "execution-environment-awx.yml"),
                            "-c", str(context), "--output-filename", "Containerfile"], capture_output=True, text=True,
@@ -44,3 +50,5 @@ def test_ansible_builder_makes_a_build_context_of_the_awx_based_definition(tmp_p
     assert "FROM $EE_BASE_IMAGE" in containerfile or "quay.io/ansible/awx-ee" in containerfile
     assert "quay.io/ansible/awx-ee:24.6.1" in containerfile
     assert "apt-get" not in containerfile
+    assert "--require-hashes -r /tmp/bridge-ee.lock" in containerfile
+    assert (context / "_build" / "lock" / "ee.txt").read_text() == open(os.path.join(REPO, "locks", "ee.txt")).read()

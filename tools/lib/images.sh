@@ -24,7 +24,7 @@
 # its default rlimits fail here (CAP_SYS_RESOURCE is not held).
 #
 # Cache, under ~/.cache/bridge/images: base-KEY.tar (the rootfs; KEY = hash of its recipe) and
-# wheels-KEY/ (KEY = hash of the requirements).
+# wheels-KEY/ (KEY = hash of the locks).
 
 CACHE=$(realpath -m "${XDG_CACHE_HOME:-$HOME/.cache}/bridge/images")
 MIRROR=http://deb.debian.org/debian
@@ -119,19 +119,20 @@ base_tree() {
   log "built $tar in $((SECONDS - t0))s"
 }
 
-# wheel_dir REQUIREMENTS: the wheel dir on stdout, every wheel of REQUIREMENTS (one a line) and their
-# dependencies, built on the host from PyPI, with the pip.conf that makes pip use it alone.
+# wheel_dir LOCK...: the wheel dir on stdout: every file the locks (locks/*.txt) name, downloaded on
+# the host from PyPI with their hashes checked (wheels only: nothing is built), with the pip.conf
+# that makes pip use that dir alone. The builds install from the same locks with --require-hashes.
 wheel_dir() {
-  local reqs=$1 key dir
-  key=$( { echo "$reqs"; "$HOST_PYTHON" -VV; } | sha256sum | cut -c1-16)
+  local key dir lock
+  key=$( { cat "$@"; "$HOST_PYTHON" -VV; } | sha256sum | cut -c1-16)
   dir=$CACHE/wheels-$key
   if [[ ! -f $dir/.complete ]]; then
     rm -rf "$dir"; mkdir -p "$dir"
-    log "building wheels on the host: ${reqs//$'\n'/ }"
-    local req_array
-    mapfile -t req_array <<<"$reqs"
-    "$HOST_PYTHON" -m pip wheel --quiet --wheel-dir "$dir" "${req_array[@]}" >&2 ||
-      die "pip wheel failed"
+    for lock in "$@"; do
+      log "downloading the wheels of ${lock#"$REPO/"} on the host"
+      "$HOST_PYTHON" -m pip download --quiet --disable-pip-version-check --require-hashes --no-deps \
+        --only-binary=:all: --dest "$dir" -r "$lock" >&2 || die "pip download -r $lock failed"
+    done
     printf '[global]\nno-index = true\nfind-links = /root/.config/pip\n' >"$dir/pip.conf"
     touch "$dir/.complete"
   fi

@@ -13,13 +13,13 @@
 # way (tools/sshd.sh, tools/s3.sh) sets SERVICE_PROCESS to its name: the name of its pid file
 # (PID_DIR/NAME.pid), of its output (<run>/log/NAME.out) and in messages; "simulator" by default.
 
-# ensure_venv VENV STAMP SIZE PIP_ARG...: `pip install PIP_ARG...` into the virtualenv VENV once; STAMP
-# holds the arguments, so a change of pins reinstalls; a lock serialises parallel starts. Python is
-# $PYTHON, else python3.11 if on PATH, else python3.
+# ensure_venv VENV LOCK SIZE: the virtualenv VENV holds exactly LOCK (a lock of locks/, made by `make
+# lock`), installed with --require-hashes; VENV/.bridge-lock holds the lock's hash, so a new lock
+# makes a new venv; a lock serialises parallel starts. Python is $PYTHON, else python3.11 if on PATH,
+# else python3.
 ensure_venv() {
-  local venv=$1 stamp=$2 size=$3
-  shift 3
-  local want="$*"
+  local venv=$1 lock=$2 size=$3 want stamp=$1/.bridge-lock
+  want=$(sha256sum "$lock" | cut -d' ' -f1)
   [[ -f $stamp && "$(cat "$stamp")" == "$want" && -x $venv/bin/python ]] && return 0
   mkdir -p "$(dirname "$venv")"
   exec 8>"$venv.lock"
@@ -29,17 +29,16 @@ ensure_venv() {
   if [[ -z $py ]]; then
     if command -v python3.11 >/dev/null 2>&1; then py=python3.11; else py=python3; fi
   fi
-  if ! "$venv/bin/python" -c 'import sys' >/dev/null 2>&1; then
-    rm -rf "$venv"
-    "$py" -m venv "$venv"
-  fi
-  rm -f "$stamp"
-  log "installing $want into $venv (about $size)"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@" >&2 || die "pip install $want failed"
+  # A new venv: pip adds, never removes, so the one of an older lock could keep what this one lacks.
+  rm -rf "$venv"
+  "$py" -m venv "$venv"
+  log "installing ${lock#"$REPO/"} into $venv (about $size)"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r "$lock" >&2 ||
+    die "pip install -r $lock failed"
   "$venv/bin/python" -m pip check --disable-pip-version-check >&2 || die "pip check failed in $venv"
   echo "$want" >"$stamp"
   exec 8>&-
-  log "installed $want in $((SECONDS - t0))s"
+  log "installed ${lock#"$REPO/"} in $((SECONDS - t0))s"
 }
 
 # secret NAME BYTES: the random hex string in <run>/NAME, made (mode 0600) at its first use, so a
