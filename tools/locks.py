@@ -64,8 +64,8 @@ def pins(path):
 
 
 def ee_ranges():
-    """The ansible-core and ansible-runner ranges of ee/execution-environment.yml (ansible-builder's
-    package_pip), read without PyYAML: this runs before any venv exists."""
+    """What ee/execution-environment.yml has ansible-builder pip install (every package_pip:
+    ansible-core, ansible-runner, the init), read without PyYAML: this runs before any venv exists."""
     text = open(os.path.join(REPO, "ee", "execution-environment.yml")).read()
     return re.findall(r"^\s+package_pip:\s*(\S+)\s*$", text, re.M)
 
@@ -78,8 +78,8 @@ def generated_inputs():
         "# its build backend (deploy/Containerfile builds its wheel with --no-build-isolation). Edit that.",
     ] + project["project"]["dependencies"] + project["build-system"]["requires"]
     ee = [
-        "# Written by `make lock` (tools/locks.py) from the collection's requirements.txt and",
-        "# ee/execution-environment.yml's ansible_core and ansible_runner. Edit those.",
+        "# Written by `make lock` (tools/locks.py) from the collection's requirements.txt and every",
+        "# package_pip of ee/execution-environment.yml. Edit those.",
         "-r ../requirements.txt",
     ] + ee_ranges()
     return {"controller": "\n".join(controller) + "\n", "ee": "\n".join(ee) + "\n"}

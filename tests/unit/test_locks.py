@@ -45,15 +45,21 @@ def requirements_of(path):
     return found
 
 
+def package_pips(node):
+    """Every package_pip of an EE definition: what ansible-builder pip installs."""
+    if isinstance(node, dict):
+        return sum((package_pips(value) for value in node.values()), [node["package_pip"]] if "package_pip" in node else [])
+    return []
+
+
 def ranges_of(name):
-    """Every range that bears on lock NAME: its input's, and for the EE lock the package_pip of both
+    """Every range that bears on lock NAME: its input's, and for the EE lock every package_pip of both
     definitions (the AWX one is not an input, but builds from the same lock)."""
     ranges = requirements_of(os.path.join(REPO, locks.input_path(name)))
     if name == "ee":
         for definition in ("execution-environment.yml", "execution-environment-awx.yml"):
             with open(os.path.join(REPO, "ee", definition)) as handle:
-                dependencies = yaml.safe_load(handle)["dependencies"]
-            ranges += [Requirement(dependencies[key]["package_pip"]) for key in ("ansible_core", "ansible_runner")]
+                ranges += [Requirement(text) for text in package_pips(yaml.safe_load(handle))]
     return ranges
 
 
