@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """The locks every Python environment Bridge makes installs from (locks/*.txt), made with uv.
 
     tools/locks.py compile [--upgrade] [NAME...]   make lock: resolve locks/NAME.txt from its inputs,
@@ -115,7 +115,7 @@ def uv_compile(name, output, upgrade, constraints=None):
         command.append("--upgrade")
     if constraints:
         command += ["--constraint", constraints]
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
     if result.returncode:
         sys.exit("locks: %s failed:\n%s" % (" ".join(command), result.stderr))
 
@@ -173,7 +173,7 @@ def report(out_dir, status):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     commands = parser.add_subparsers(dest="command", required=True)
     compile_ = commands.add_parser("compile")
     compile_.add_argument("--upgrade", action="store_true")

@@ -42,7 +42,7 @@ def differences(expected, present, allowed):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--allow", action="append", default=[], metavar="NAME")
     parser.add_argument("pins", nargs="+", metavar="NAME==VERSION")
     args = parser.parse_args(argv)
