@@ -176,3 +176,13 @@ def test_the_readmes_tested_versions_are_the_locked_ones():
             if allowed[:1] == ">":
                 assert "%s%s" % (name, allowed.split()[0]) in declared, "README: %s %s" % (name, allowed)
     assert checked >= 7
+
+
+def test_the_developers_guide_names_the_locked_versions():
+    with open(os.path.join(REPO, "docs", "developing.md")) as handle:
+        section = handle.read().split("## Locked installs", 1)[1].split("\n## ", 1)[0]
+    locked = locks.pins(lock_path("dev"))
+    named = re.findall(r"\b(ansible-core|ansible-runner|kubernetes|httpx|jmespath|cryptography) (\d+\.\d+\.\d+)\b", section)
+    assert len(named) >= 6
+    for name, version in named:
+        assert version == locked[name], "docs/developing.md: %s %s, locks/dev.txt: %s" % (name, version, locked[name])
