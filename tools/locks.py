@@ -7,7 +7,7 @@
     tools/locks.py latest DIR                      the newest versions the inputs allow, as locks in
                                                    DIR, and what differs from locks/ (make check-latest)
     tools/locks.py inputs [--check]                write (or check) the generated inputs locks/*.in
-    tools/locks.py report DIR STATUS               after `make check` on DIR's locks: the drift, then
+    tools/locks.py report DIR STATUS               after the checks on DIR's locks: the drift, then
                                                    what broke (make check-latest)
     tools/locks.py pins LOCK                       a lock's `name==version` lines
 
@@ -162,10 +162,10 @@ def report(out_dir, status):
     log = os.path.join(out_dir, "check.log")
     lines = open(log, errors="replace").read().splitlines()
     if status == 0:
-        print("check-latest: make check PASSED on them%s (log: %s)" % (
+        print("check-latest: make check and the doc check PASSED on them%s (log: %s)" % (
             "" if changed else ", which are the locked ones", os.path.relpath(log, REPO)))
         return 0
-    print("check-latest: make check FAILED (exit %d) on them. What broke (log: %s):" % (status, os.path.relpath(log, REPO)))
+    print("check-latest: make check or the doc check FAILED on them. What broke (log: %s):" % os.path.relpath(log, REPO))
     print("\n".join("  " + line for line in [line for line in lines if BROKE.search(line)][:60]))
     print("check-latest: the last lines of the log:")
     print("\n".join("  " + line for line in lines[-15:]))
