@@ -90,12 +90,12 @@ lock:
 # The newest versions the ranges allow, today: resolved into .run/latest/locks (what differs from
 # locks/ is printed), then `make check` in a throwaway venv of them (.run/latest/venv) and the
 # artifact's doc check (ansible-doc of every plugin with a clean stderr: where cryptography 51 first
-# showed); what broke is printed last. The gate itself always runs on the lock.
+# showed), each run to its end (-k); what broke is printed last. The gate itself always runs on the lock.
 LATEST := $(CURDIR)/.run/latest
 check-latest:
 	rm -rf $(LATEST); mkdir -p $(LATEST)
 	UV=$$(tools/bootstrap.sh --uv) python3 tools/locks.py latest $(LATEST)/locks | tee $(LATEST)/drift.txt
-	status=0; { $(MAKE) --no-print-directory check VENV=$(LATEST)/venv BRIDGE_DEV_LOCK=$(LATEST)/locks/dev.txt || status=$$?; \
+	status=0; { $(MAKE) -k --no-print-directory check VENV=$(LATEST)/venv BRIDGE_DEV_LOCK=$(LATEST)/locks/dev.txt || status=$$?; \
 	  BRIDGE_VENV=$(LATEST)/venv BRIDGE_DEV_LOCK=$(LATEST)/locks/dev.txt PATH=$(LATEST)/venv/bin:$$PATH tools/galaxy_build_check.sh || status=$$?; \
 	} >$(LATEST)/check.log 2>&1; \
 	python3 tools/locks.py report $(LATEST) $$status
