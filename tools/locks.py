@@ -145,7 +145,8 @@ def drift(out_dir):
             if before != after:
                 rows.append("  %-32s %-18s -> %s" % (package, before, after))
         print("%s.txt: %s" % (name, "%d of %d differ" % (len(rows), len(locked)) if rows else "as locked"))
-        print("\n".join(rows)) if rows else None
+        if rows:
+            print("\n".join(rows))
         changed = changed or bool(rows)
     return changed
 
