@@ -306,7 +306,8 @@ start_daemons() {
   # an error every 10 s); a node reaches the apiserver through its own DNAT of 10.0.0.1:443
   # (tools/kube-node.sh). Nodes are reached at their InternalIP only: a Hostname address of a
   # node names nothing that resolves here. Privileged containers allowed, as kubeadm does:
-  # PodSecurity admission decides per namespace.
+  # PodSecurity admission decides per namespace. MutatingAdmissionPolicy (beta in v1.34, off by
+  # default) is on: deploy/author/ records each BridgeJob's author with one (docs/security.md).
   launch kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers="$ETCD_URL" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
@@ -323,6 +324,8 @@ start_daemons() {
     --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
     --kubelet-preferred-address-types=InternalIP \
     --endpoint-reconciler-type=none \
+    --feature-gates=MutatingAdmissionPolicy=true \
+    --runtime-config=admissionregistration.k8s.io/v1beta1=true \
     --profiling=false
   wait_for "kube-apiserver (/readyz)" kube-apiserver ready || return 1
 

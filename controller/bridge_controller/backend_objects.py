@@ -59,7 +59,8 @@ def probe_interval(obj):
 def connection_of(obj, job_namespace):
     """Where a BridgeJob of `job_namespace` that names backend object `obj` runs: the keys of
     spec.backend_of (type, url, api_version, iam_url, validate_certs, job_namespace, secret, ca,
-    login, namespace), plus secret_namespace and ca_namespace, where the Secret and the CA ConfigMap are read.
+    login, namespace), plus secret_namespace and ca_namespace, where the Secret and the CA ConfigMap are read,
+    and secret_owner.
 
     `namespace` is the BridgeJob's namespace (a kubernetes Job's when the object names none). A
     BridgeBackend's Secret and ConfigMap are in its own namespace. A ClusterBridgeBackend's Secret
@@ -86,6 +87,9 @@ def connection_of(obj, job_namespace):
         "namespace": job_namespace or own,
         "secret_namespace": (secret.get("namespace") or job_namespace) if cluster else own,
         "ca_namespace": ca.get("namespace") if cluster else own,
+        # A Secret the platform team keeps (a ClusterBridgeBackend's, namespace named), which its
+        # namespaceSelector shares; any other is a tenant's, which its BridgeJobs' authors must read.
+        "secret_owner": "platform" if cluster and secret.get("namespace") else "tenant",
     }
 
 

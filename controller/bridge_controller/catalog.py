@@ -35,13 +35,15 @@ class Catalog:
     """
 
     def __init__(self, custom_api, core_api, namespace: Optional[str] = None, label_selector: Optional[str] = None,
-                 **options):
+                 namespace_selector: Optional[str] = None, **options):
         """`custom_api` a CustomObjectsApi, `core_api` a CoreV1Api; `namespace` limits the
         BridgeBackends to one namespace (--namespace), as the BridgeJobs are; `label_selector` the
         backend objects of both kinds to those it matches (--backend-selector: a shard's own, so
         that two controllers never probe one object); `options` are the Reflectors' (page_size,
-        watch_timeout, retry_base, retry_cap)."""
+        watch_timeout, retry_base, retry_cap). `namespace_selector` (--namespace-selector) keeps a
+        second watch of the namespaces it matches: those whose BridgeJobs this controller serves."""
         self._subscribers: List[Subscriber] = []
+        self._namespace_subscribers: List[Callable[[str], None]] = []
         self._lock = threading.Lock()
         self.reflectors = {
             NAMESPACED: Reflector(custom_objects(custom_api, GROUP, VERSION, PLURALS[NAMESPACED], namespace), self._emit,
@@ -53,6 +55,10 @@ class Catalog:
         }
         self.namespaces = Reflector(namespaces(core_api), lambda event, obj: None, "Namespace", "v1",
                                     transform=namespace_labels_only, name="namespaces", **options)
+        # Server-side filtered: labels are the cluster admin's, which tenants cannot set on a namespace.
+        self.served = None if namespace_selector is None else Reflector(
+            namespaces(core_api), self._served_changed, "Namespace", "v1", transform=namespace_labels_only,
+            name="served-namespaces", label_selector=namespace_selector, **options)
         self._threads: List[threading.Thread] = []
 
     # ---------------------------------------------------------------- reading
@@ -77,6 +83,22 @@ class Catalog:
         obj = self.namespaces.get("/%s" % name)
         return None if obj is None else dict(obj["metadata"].get("labels") or {})
 
+    def serves(self, name: str) -> bool:
+        """Whether this controller acts on the BridgeJobs of namespace `name`: all of them without
+        --namespace-selector, else those of the namespaces it matches (as last seen)."""
+        return self.served is None or self.served.get("/%s" % name) is not None
+
+    def subscribe_namespaces(self, callback: Callable[[str], None]) -> None:
+        """Have `callback(name)` called when namespace `name` starts or stops being served."""
+        with self._lock:
+            self._namespace_subscribers.append(callback)
+
+    def _served_changed(self, _event: str, obj: Dict[str, Any]) -> None:
+        with self._lock:
+            subscribers = list(self._namespace_subscribers)
+        for callback in subscribers:
+            callback((obj.get("metadata") or {}).get("name"))
+
     def subscribe(self, callback: Subscriber) -> None:
         with self._lock:
             self._subscribers.append(callback)
@@ -93,10 +115,10 @@ class Catalog:
 
     # ---------------------------------------------------------------- lifecycle
     def _all(self) -> List[Reflector]:
-        return list(self.reflectors.values()) + [self.namespaces]
+        return list(self.reflectors.values()) + [self.namespaces] + ([self.served] if self.served is not None else [])
 
     def start(self) -> List[threading.Thread]:
-        """Start the three watches, each on a daemon thread of its own; returns the threads."""
+        """Start the watches, each on a daemon thread of its own; returns the threads."""
         for reflector in self._all():
             thread = threading.Thread(target=reflector.run, name="bridge-watch-%s" % reflector.plural, daemon=True)
             thread.start()

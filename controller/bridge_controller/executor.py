@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 
-from bridge_controller import placement, results, retries
+from bridge_controller import authority, placement, results, retries
 from bridge_controller.backends import credential_keys
 from bridge_controller.backend_objects import KINDS
 from bridge_controller.batches import Batches
@@ -61,7 +61,7 @@ PLACEMENT_RETRY = 5.0
 
 class Executor:
     def __init__(self, kube, cache, runner, queue, max_batch=500, batch_window=0.05, clock=time.monotonic,
-                 status_writers=8, event_writers=0, policy=None, catalog=None, wallclock=time.time):
+                 status_writers=8, event_writers=0, policy=None, catalog=None, wallclock=time.time, authorizer=None):
         """`catalog` is the cache of BridgeBackend and ClusterBridgeBackend objects and of namespaces
         (catalog.py); None when there is none: a BridgeJob naming a backend object then waits."""
         self.cache = cache
@@ -75,6 +75,8 @@ class Executor:
         self.wallclock = wallclock
         self.batches = Batches(max_batch, batch_window, clock)
         self.resolver = Resolver(kube, catalog)
+        # Who each CR acts for, asked before each runner call (authority.py); tests may pass their own.
+        self.authority = authorizer or authority.Authority(kube)
         self.writer = Writer(kube, self._acting, self._count, status_writers, event_writers)
         self.stats = collections.Counter()
         self.release_after_cancel = set()
@@ -95,6 +97,8 @@ class Executor:
         self._lock = threading.Lock()
         if catalog is not None:
             catalog.subscribe(self.backend_changed)
+            if hasattr(catalog, "subscribe_namespaces"):
+                catalog.subscribe_namespaces(self.namespace_changed)
 
     def _count(self, name, amount=1):
         with self._lock:
@@ -152,6 +156,12 @@ class Executor:
             self._count("backend_event_retries")
             self.queue.add(key)
 
+    def namespace_changed(self, name):
+        """A namespace started or stopped matching --namespace-selector: plan its BridgeJobs."""
+        for key in self.cache.keys():
+            if key.startswith(name + "/"):
+                self.queue.add(key)
+
     def _prepare(self, obj):
         try:
             self.runner.prepare(self.resolver.connection(obj))
@@ -162,6 +172,10 @@ class Executor:
         """Plan one CR and carry out what does not need its backend; batch the rest."""
         obj = self.cache.get(key)
         if obj is None or self.batches.changed_in_flight(key):
+            return
+        if self.catalog is not None and not self.catalog.serves(obj["metadata"]["namespace"]):
+            # Another controller's (--namespace-selector): not even a status is written.
+            self.queue.forget(key)
             return
         self._count("reconciles")
         actions = self._plan(obj)
@@ -339,9 +353,13 @@ class Executor:
         self.writer.each(lambda key, obj: self._apply(action, key, obj, outcomes[identity_of(obj)]), objects)
 
     def _outcomes(self, action, objects, scripts):
-        first = objects[0][1]
         # Resolved now, when the batch runs: a backend object's edit reaches the next runner call.
-        backend = self.resolver.backend(first)
+        backend = self.resolver.backend(objects[0][1])
+        # Asked now, for each CR's author: a right revoked since the last call stops the next one.
+        denied, objects = self._authorized(action, objects, backend)
+        if not objects:
+            return denied
+        first = objects[0][1]
         connection = self.resolver.connection(first, backend)
         # Read for every batch and every poll, never cached: a token rotated in the Secret (one
         # that expires) is what the next runner call hands over. One GET per runner call.
@@ -355,7 +373,15 @@ class Executor:
                 # Nothing is handed to a playbook: the kubeconfig is never loaded, nothing is sent.
                 self._count("policy_refusals")
                 outcome = results.unreachable({"type": refused[0], "temporary": False, "message": refused[1]})
-                return dict((identity, outcome) for identity in identities)
+                return dict(denied, **dict((identity, outcome) for identity in identities))
+        elif connection["type"] == "kubernetes":
+            # Never the controller's own identity: the operator's Job ServiceAccount of the namespace.
+            try:
+                credentials = self.authority.job_credentials(first["metadata"]["namespace"])
+            except authority.Refused as exc:
+                self._count("policy_refusals")
+                outcome = results.unreachable({"type": exc.reason, "temporary": False, "message": str(exc)})
+                return dict(denied, **dict((identity, outcome) for identity in identities))
         self._count("runner_calls_%s" % action)
         started = self.clock()
         if action == "poll":
@@ -386,12 +412,33 @@ class Executor:
             by_attempt = results.poll_outcomes(polled, result)
             outcomes = dict((identity, by_attempt[attempt]) for identity, attempt in zip(identities, polled))
         now = self.wallclock()
-        return dict((identity_of(obj), retries.observed(obj, action, outcomes[identity_of(obj)], now)) for _key, obj in objects)
+        observed = dict((identity_of(obj), retries.observed(obj, action, outcomes[identity_of(obj)], now)) for _key, obj in objects)
+        return dict(denied, **observed)
+
+    def _authorized(self, action, objects, backend):
+        """({identity: outcome} of the CRs whose author may not have `action` done, [the others])."""
+        denied, allowed = {}, []
+        for key, obj in objects:
+            script = ((obj.get("spec") or {}).get("scriptFrom") or {}).get("configMapKeyRef") or {}
+            try:
+                self.authority.check(action, obj, backend, script.get("name"))
+            except authority.Refused as exc:
+                self._count("authority_refusals")
+                denied[identity_of(obj)] = results.unreachable({"type": exc.reason, "temporary": False, "message": str(exc)})
+                continue
+            allowed.append((key, obj))
+        return denied, allowed
 
     def _credentials_refusal(self, backend_type, credentials):
         """(reason, why) when the Secret holds what the policy does not let a tenant hand the
-        controller (a kubeconfig that runs commands or reads files); None when it does not."""
+        controller (a kubeconfig that runs commands or reads files), or no kubeconfig at all where
+        one is the only credential (the controller never lends its own); None when it does not."""
         kubeconfig = credentials.get(dict(credential_keys(backend_type)).get("kubeconfig_content", ""))
+        if backend_type == "kubernetes" and not (kubeconfig or "").strip():
+            return authority.NO_CREDENTIALS, (
+                "the backend's credentialsSecretRef Secret has no '%s' key with a kubeconfig; a kubernetes backend "
+                "runs with the credentials of that kubeconfig only, never with the controller's own"
+                % dict(credential_keys(backend_type)).get("kubeconfig_content"))
         return self.policy.kubeconfig_refusal(kubeconfig) if kubeconfig else None
 
     def _secret_read(self, group, credentials, keys):

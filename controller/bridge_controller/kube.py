@@ -30,8 +30,10 @@ class KubeApi:
     def __init__(self, api_client):
         from kubernetes import client  # imported here so the pure modules need no Kubernetes client
 
+        self.api_client = api_client
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)
+        self.authorization = client.AuthorizationV1Api(api_client)
         self.client = client
 
     def _patch(self, obj, body, status=False):
@@ -78,6 +80,37 @@ class KubeApi:
         if key not in data:
             raise missing_key(namespace, name, key)
         return data[key]
+
+    def access_review(self, user, groups, verb, group, resource, namespace, name=None):
+        """Whether the authorizer lets `user` (in `groups`) `verb` that resource: a SubjectAccessReview."""
+        attributes = self.client.V1ResourceAttributes(verb=verb, group=group, resource=resource, namespace=namespace,
+                                                      name=name)
+        review = self.client.V1SubjectAccessReview(spec=self.client.V1SubjectAccessReviewSpec(
+            user=user, groups=list(groups), resource_attributes=attributes))
+        return bool(self.authorization.create_subject_access_review(review).status.allowed)
+
+    def service_account_token(self, namespace, name, seconds):
+        """A token of ServiceAccount `name` in `namespace` (TokenRequest); LookupError when there is no
+        such ServiceAccount or the controller may not ask for its token."""
+        request = self.client.AuthenticationV1TokenRequest(
+            spec=self.client.V1TokenRequestSpec(audiences=[], expiration_seconds=seconds))
+        try:
+            return self.core.create_namespaced_service_account_token(name, namespace, request).status.token
+        except self.client.exceptions.ApiException as exc:
+            if exc.status in (403, 404):
+                raise LookupError("its token cannot be had (HTTP %d: %s)" % (
+                    exc.status, "no such ServiceAccount" if exc.status == 404 else "the controller is not bound to "
+                    "ask for it there (deploy/tenant/)"))
+            raise
+
+    def own_cluster(self):
+        """(apiserver URL, CA bundle PEM or None) of the cluster the controller itself talks to."""
+        configuration = self.api_client.configuration
+        pem = None
+        if configuration.ssl_ca_cert:
+            with open(configuration.ssl_ca_cert) as handle:
+                pem = handle.read()
+        return configuration.host, pem
 
     def patch_backend_status(self, obj, status):
         """Merge `status` into a BridgeBackend's or ClusterBridgeBackend's status. No resourceVersion:

@@ -16,7 +16,9 @@ import sys
 import threading
 
 from bridge_controller import __version__, collection
+from bridge_controller.authority import DEFAULT_JOB_SERVICE_ACCOUNT, Authority
 from bridge_controller.catalog import Catalog
+from bridge_controller.collection import module_utils
 from bridge_controller.executor import Executor
 from bridge_controller.kube import KubeApi
 from bridge_controller.policy import Policy
@@ -37,7 +39,11 @@ def make_parser():
     parser = argparse.ArgumentParser(prog="bridge-controller", description=__doc__)
     parser.add_argument("--kubeconfig", help="kubeconfig file; in-cluster configuration when unset")
     parser.add_argument("--namespace", help="watch one namespace only (default: all)")
-    parser.add_argument("--selector", help="label selector: this controller handles only matching BridgeJobs (sharding)")
+    parser.add_argument("--selector", help="label selector: this controller handles only matching BridgeJobs (sharding "
+                                             "load; the labels are the tenants', so it separates no tenants)")
+    parser.add_argument("--namespace-selector",
+                        help="label selector of namespaces: this controller acts only on the BridgeJobs of the namespaces "
+                             "it matches (their labels are the cluster admin's: tenants are separated so)")
     parser.add_argument("--backend-selector",
                         help="label selector: this controller caches, places on and probes only matching BridgeBackends and "
                              "ClusterBridgeBackends (default: --selector's, so that shards never probe one object twice; "
@@ -85,6 +91,10 @@ def make_parser():
                         help="scheme://host[:port][/path] a BridgeJob's backend URLs (url, iamUrl, a kubeconfig's "
                              "servers; a Slurm login node as ssh://host:port) must start with; repeat for more; any "
                              "URL when none is given")
+    parser.add_argument("--job-service-account", default=DEFAULT_JOB_SERVICE_ACCOUNT,
+                        help="the ServiceAccount, in each BridgeJob's namespace, whose short-lived token runs the Jobs of "
+                             "a kubernetes backend without credentialsSecretRef (deploy/tenant/ makes it; default %s)"
+                             % DEFAULT_JOB_SERVICE_ACCOUNT)
     for feature, what in (("exec", "exec and auth-provider plugins, which run commands on the controller's machine"),
                           ("files", "tokenFile and certificate, key and CA file paths, which read the controller's files"),
                           ("tls", "insecure-skip-tls-verify")):
@@ -99,6 +109,11 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if not args.lease_duration > args.renew_deadline > args.retry_period > 0:
         parser.error("need --lease-duration > --renew-deadline > --retry-period > 0")
+    if args.kubeconfig_features and not (args.namespace or args.namespace_selector):
+        # A kubeconfig feature runs commands or reads files on the controller's machine: only for the
+        # namespaces an admin chose, never for whoever can label a BridgeJob (--selector).
+        parser.error("--insecure-kubeconfig-%s needs --namespace or --namespace-selector: the namespaces whose "
+                     "tenants may use it" % args.kubeconfig_features[0])
     try:
         args.policy = Policy(args.allowed_backend_urls, args.kubeconfig_features)
     except ValueError as exc:
@@ -109,6 +124,17 @@ def parse_args(argv):
     if problem:
         parser.error("--collections-path: %s; give ANSIBLE_COLLECTIONS_PATH the same path" % problem)
     return args
+
+
+def refuse_ambient_credentials(environ):
+    """Nothing run for a BridgeJob (the playbooks, which inherit `environ`, and the probe's clients in
+    this process) may find the controller's own credentials: the Kubernetes variables go, and
+    AMBIENT_CREDENTIALS tells the collection's clients not to fall back to the in-cluster
+    ServiceAccount either (module_utils/k8s/client.py)."""
+    for name in list(environ):
+        if name == "KUBECONFIG" or name.startswith("K8S_AUTH_"):
+            del environ[name]
+    environ[module_utils("k8s.client").AMBIENT_CREDENTIALS] = "refuse"
 
 
 def metrics_text(executor, queue, watcher):
@@ -156,6 +182,7 @@ def main(argv=None):
         config.load_kube_config(args.kubeconfig)
     else:
         config.load_incluster_config()
+    refuse_ambient_credentials(os.environ)
     configuration = client.Configuration.get_default_copy()
     # Workers, status writers, the watch and the batch thread each hold a connection at times;
     # urllib3's default of 10 made it drop and reopen them under load ("pool is full").
@@ -165,7 +192,7 @@ def main(argv=None):
     standby = [action for action in args.standby.split(",") if action]
     runner = AnsibleRunner(args.playbook_dir, args.work_dir, collections_path=args.collections_path,
                            rotate_artifacts=args.rotate_artifacts, python=args.python, standby=standby,
-                           max_standby=args.max_standby, kubeconfig=args.kubeconfig and os.path.abspath(args.kubeconfig))
+                           max_standby=args.max_standby)
 
     # The watcher's cache is the executor's too, so the handler is bound late: each needs the other.
     def observe(kind, obj):
@@ -178,12 +205,13 @@ def main(argv=None):
     # Backend objects: the catalog's watches and the probe thread (catalog.py, probe.py).
     backend_selector = args.selector if args.backend_selector is None else args.backend_selector
     catalog = Catalog(client.CustomObjectsApi(api_client), client.CoreV1Api(api_client), namespace=args.namespace,
-                      label_selector=backend_selector or None)
-    prober = Prober(catalog, KubeApi(api_client), args.policy, os.path.join(os.path.abspath(args.work_dir), "probe"),
-                    kubeconfig=args.kubeconfig and os.path.abspath(args.kubeconfig))
-    executor = Executor(KubeApi(api_client), watcher, runner, queue, max_batch=args.max_batch,
+                      label_selector=backend_selector or None, namespace_selector=args.namespace_selector)
+    kube = KubeApi(api_client)
+    authorizer = Authority(kube, job_service_account=args.job_service_account)
+    prober = Prober(catalog, kube, args.policy, os.path.join(os.path.abspath(args.work_dir), "probe"), authorizer=authorizer)
+    executor = Executor(kube, watcher, runner, queue, max_batch=args.max_batch,
                         batch_window=args.batch_window, status_writers=STATUS_WRITERS, event_writers=EVENT_WRITERS,
-                        policy=args.policy, catalog=catalog)
+                        policy=args.policy, catalog=catalog, authorizer=authorizer)
     stopping = threading.Event()
     started = threading.Event()
 

@@ -25,6 +25,7 @@ import threading
 import time
 
 from bridge_controller import backend_objects
+from bridge_controller.authority import NO_CREDENTIALS, Authority, Refused
 from bridge_controller.backend_objects import CLUSTER, READY, capacity_status, connection_of, kind_of, probe_interval, ref_name
 from bridge_controller.backends import BACKENDS, credential_keys, namespaced
 from bridge_controller.collection import module_utils
@@ -72,13 +73,13 @@ class Prober:
     are (runner.py); `work_dir` holds the CA files.
     """
 
-    def __init__(self, catalog, kube, policy, work_dir, kubeconfig=None, clients=None, may_act=None,
+    def __init__(self, catalog, kube, policy, work_dir, authorizer=None, clients=None, may_act=None,
                  workers=4, clock=time.monotonic, now=now_rfc3339, wall=time.time):
         self.catalog = catalog
         self.kube = kube
         self.policy = policy
         self.work_dir = work_dir
-        self.kubeconfig = kubeconfig
+        self.authority = authorizer or Authority(kube)
         self.clients = clients or (lambda backend_type, get: BACKENDS[backend_type].from_options(get))
         self.may_act = may_act or (lambda: True)
         self.clock, self.now, self.wall = clock, now, wall
@@ -186,8 +187,8 @@ class Prober:
         }
         if namespaced(backend_type):
             options["namespace"] = connection["job_namespace"] or connection["namespace"]
-            if not credentials and self.kubeconfig:
-                options["kubeconfig"] = self.kubeconfig  # the controller's own cluster, as runner.py gives it
+            if not credentials:
+                credentials = self._job_credentials(obj, connection)
         if connection["ca"]:
             options["ca_path"] = self._ca(connection)
         options.update((option, credentials[key]) for option, key in credential_keys(backend_type) if credentials.get(key))
@@ -221,11 +222,27 @@ class Prober:
                 raise NotProbed("False", SECRET_NOT_FOUND, "Secret '%s' not found in namespace '%s'" % (name, namespace))
             raise NotProbed("False", SECRET_NOT_READABLE, "Secret '%s' in namespace '%s' could not be read (%s)" % (
                 name, namespace, "HTTP %s" % status if status else type(exc).__name__))
-        if connection["type"] == "kubernetes" and kind_of(obj) != CLUSTER and data.get("kubeconfig"):
+        if connection["type"] == "kubernetes" and not (data.get("kubeconfig") or "").strip():
+            raise NotProbed("False", NO_CREDENTIALS, "Secret '%s' in namespace '%s' has no 'kubeconfig' key with a "
+                            "kubeconfig; a kubernetes backend runs with that kubeconfig only, never with the "
+                            "controller's own credentials" % (name, namespace))
+        if connection["type"] == "kubernetes" and kind_of(obj) != CLUSTER:
             refused = self.policy.kubeconfig_refusal(data["kubeconfig"])
             if refused:
                 raise NotProbed("False", *refused)
         return data
+
+    def _job_credentials(self, obj, connection):
+        """A kubernetes backend without a Secret is probed as its BridgeJobs run: with a token of the
+        operator's Job ServiceAccount in its namespace, never with the controller's own identity."""
+        if kind_of(obj) == CLUSTER:
+            raise NotProbed("Unknown", NO_PROBE_CREDENTIALS, (
+                "a ClusterBridgeBackend of type kubernetes without credentialsSecretRef runs each BridgeJob's Job "
+                "with its own namespace's Job ServiceAccount; there is none to probe with"))
+        try:
+            return self.authority.job_credentials(connection["namespace"])
+        except Refused as exc:
+            raise NotProbed("False", exc.reason, str(exc))
 
     def _ca(self, connection):
         ca = connection["ca"]

@@ -64,7 +64,7 @@ class Resolver:
         namespace = obj["metadata"].get("namespace")
         if found is not None:
             return backend_objects.connection_of(found, namespace)
-        return dict(backend_of(obj), secret_namespace=namespace, ca_namespace=namespace)
+        return dict(backend_of(obj), secret_namespace=namespace, ca_namespace=namespace, secret_owner="tenant")
 
     def unresolved(self, obj):
         """(reason, message, (kind, namespace, name)) when the backend object `obj` names cannot be

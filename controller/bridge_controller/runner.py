@@ -89,13 +89,12 @@ class AnsibleRunner:
     """
 
     def __init__(self, playbook_dir, work_dir, collections_path=None, rotate_artifacts=50, python=None,
-                 standby=("submit",), max_standby=2, clock=time.monotonic, kubeconfig=None):
+                 standby=("submit",), max_standby=2, clock=time.monotonic):
         self.playbook_dir = playbook_dir
         self.work_dir = work_dir
         self.collections_path = collections_path
         self.rotate_artifacts = rotate_artifacts
         self.python = python
-        self.kubeconfig = kubeconfig
         self.clock = clock
         handoff_dir = os.path.join(os.path.abspath(work_dir), "handoff")
         remove_orphans(handoff_dir)
@@ -133,11 +132,6 @@ class AnsibleRunner:
             envvars["ANSIBLE_COLLECTIONS_PATH"] = self.collections_path
         if self.python:
             envvars["ANSIBLE_PYTHON_INTERPRETER"] = self.python
-        if self.kubeconfig:
-            # backend.type kubernetes without a kubeconfig Secret runs Jobs on the controller's own
-            # cluster: its --kubeconfig here (a path, no secret), in-cluster its ServiceAccount, which
-            # the module finds in the environment ansible-runner passes on.
-            envvars["K8S_AUTH_KUBECONFIG"] = self.kubeconfig
         started = Started(action, backend, pipe, self.clock())
         started.thread, started.runner = ansible_runner.run_async(
             private_data_dir=os.path.join(self.work_dir, action), project_dir=self.playbook_dir,

@@ -103,6 +103,9 @@ MIN_ARRAY_VERSION = (1, 29)
 
 
 SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+# Set to "refuse" by the Bridge controller for everything it runs for a BridgeJob: no credential may
+# come from the environment or the in-cluster ServiceAccount, which are the controller's own.
+AMBIENT_CREDENTIALS = "BRIDGE_AMBIENT_CREDENTIALS"
 # The label an Indexed Job's Pods carry with their completion index (Kubernetes 1.28 and later).
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
@@ -141,6 +144,8 @@ class K8sClient(Backend):
         import_kubernetes()
         content = get("kubeconfig_content")
 
+        ambient = not refuses_ambient_credentials()
+
         def read(name):
             # The backend-neutral modules (job, jobs, job_info: the controller's playbooks) have no
             # environment fallbacks, since `url` means another variable for each backend; these
@@ -148,7 +153,7 @@ class K8sClient(Backend):
             # here for every caller. A kubeconfig handed over as content is complete: the apiserver,
             # token and CA variables do not apply to it.
             value = get(name)
-            if value in (None, "") and (name in ("kubeconfig", "context") or not content):
+            if ambient and value in (None, "") and (name in ("kubeconfig", "context") or not content):
                 value = next((os.environ[var] for var in cls.ENV.get(name, ()) if os.environ.get(var)), None)
             return value
 
@@ -217,6 +222,11 @@ class K8sClient(Backend):
             elif url and api_key:
                 source = "url and api_key"
                 configuration.host = url
+            elif refuses_ambient_credentials():
+                raise AuthFailed("no kubeconfig, kubeconfig_content or url with api_key was given, and the Bridge controller "
+                                 "lends no credentials of its own (%s=refuse): a BridgeJob's kubernetes backend needs a "
+                                 "credentialsSecretRef Secret with a kubeconfig, or the operator's Job ServiceAccount"
+                                 % AMBIENT_CREDENTIALS, "connect to", "cluster", None, MANAGER, url)
             else:
                 source = "the in-cluster ServiceAccount (no kubeconfig, kubeconfig_content or url with api_key given)"
                 k8s_config.load_incluster_config(client_configuration=configuration)
@@ -614,6 +624,11 @@ def _ended_with_failures(job):
         return False
     return any(isinstance(c, dict) and c.get("type") in ("Complete", "Failed", "FailureTarget") and c.get("status") == "True"
                for c in (status.get("conditions") or []))
+
+
+def refuses_ambient_credentials():
+    """Whether the Bridge controller ran this: then no credential comes from the environment."""
+    return os.environ.get(AMBIENT_CREDENTIALS) == "refuse"
 
 
 def _merged(documents):

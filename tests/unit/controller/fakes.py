@@ -8,6 +8,7 @@ handler sees an event after its cache took it.
 import copy
 import threading
 
+from bridge_controller.authority import AUTHOR
 from bridge_controller.kube import Conflict, missing_config_map, missing_key
 
 
@@ -39,6 +40,23 @@ class FakeKube:
         # Re-entrant: listeners run under it and may read back (get) what was just stored.
         self._lock = threading.RLock()
         self.listeners = []
+        # SubjectAccessReviews: every question asked, and the (user, verb, resource, namespace) denied.
+        self.author = "tester"
+        self.reviews = []
+        self.denied = set()
+        self.service_accounts = {"bridge-runner"}
+
+    def access_review(self, user, groups, verb, group, resource, namespace, name=None):
+        self.reviews.append((user, tuple(groups), verb, group, resource, namespace, name))
+        return (user, verb, resource, namespace) not in self.denied
+
+    def service_account_token(self, namespace, name, seconds):
+        if name not in self.service_accounts:
+            raise LookupError("its token cannot be had (HTTP 404: no such ServiceAccount)")
+        return "sa-token-%s-%s" % (namespace, name)
+
+    def own_cluster(self):
+        return "https://127.0.0.1:6443", None
 
     def get(self, key):
         """The stored object, as the watcher's cache holds it (a copy: the cache's objects are not edited)."""
@@ -62,9 +80,12 @@ class FakeKube:
         return copy.deepcopy(obj)
 
     def create(self, obj):
+        """Stored as admission stores it: with its author recorded (deploy/author-mutation/) unless
+        the object names one."""
         with self._lock:
             obj = copy.deepcopy(obj)
             obj["metadata"].setdefault("finalizers", [])
+            obj["metadata"].setdefault("annotations", {}).setdefault(AUTHOR, self.author)
             return self._store(obj, "ADDED")
 
     def delete(self, key):
@@ -203,6 +224,9 @@ class FakeCatalog:
     def namespace_labels(self, name):
         labels = self.namespaces.get(name)
         return dict(labels) if labels is not None else None
+
+    def serves(self, name):
+        return name not in getattr(self, "unserved", ())
 
     def subscribe(self, callback):
         self.subscribers.append(callback)

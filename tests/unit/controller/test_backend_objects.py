@@ -37,11 +37,11 @@ def test_a_bridgebackends_connection_has_spec_backend_ofs_keys_and_reads_its_sec
                      caConfigMapRef={"name": "ca"})
     connection = bo.connection_of(obj, "team-a")
     job = {"metadata": {"namespace": "team-a"}, "spec": {"backend": {}}}
-    assert set(connection) == set(backend_of(job)) | {"secret_namespace", "ca_namespace"}
+    assert set(connection) == set(backend_of(job)) | {"secret_namespace", "ca_namespace", "secret_owner"}
     assert connection == {"type": "slurm", "url": "http://slurm:6820", "api_version": "v0.0.42", "iam_url": None,
                           "validate_certs": True, "job_namespace": None, "secret": "slurm",
                           "ca": {"name": "ca", "key": "ca.crt"}, "login": None, "namespace": "team-a",
-                          "secret_namespace": "team-a", "ca_namespace": "team-a"}
+                          "secret_namespace": "team-a", "ca_namespace": "team-a", "secret_owner": "tenant"}
     # The probe has no BridgeJob: the object's own namespace.
     assert bo.connection_of(obj, None)["namespace"] == "team-a"
 
@@ -50,11 +50,13 @@ def test_a_cluster_backends_secret_is_the_shared_one_or_the_one_of_each_bridgejo
     shared = cluster(url="http://slurm:6820", credentialsSecretRef={"name": "slurm", "namespace": "bridge-system"},
                      caConfigMapRef={"name": "ca", "namespace": "bridge-system", "key": "bundle.pem"})
     connection = bo.connection_of(shared, "team-b")
-    assert (connection["secret"], connection["secret_namespace"]) == ("slurm", "bridge-system")
+    assert (connection["secret"], connection["secret_namespace"], connection["secret_owner"]) == (
+        "slurm", "bridge-system", "platform")
     assert (connection["ca"], connection["ca_namespace"]) == ({"name": "ca", "key": "bundle.pem"}, "bridge-system")
     assert connection["namespace"] == "team-b"
     per_tenant = cluster(url="http://slurm:6820", credentialsSecretRef={"name": "slurm"})
-    assert bo.connection_of(per_tenant, "team-b")["secret_namespace"] == "team-b"
+    assert (bo.connection_of(per_tenant, "team-b")["secret_namespace"], bo.connection_of(per_tenant, "team-b")["secret_owner"]) == (
+        "team-b", "tenant")
     assert bo.connection_of(per_tenant, None)["secret_namespace"] is None
     kube = cluster(type="kubernetes", namespace="batch")
     assert (bo.connection_of(kube, "team-b")["job_namespace"], bo.connection_of(kube, "team-b")["secret"]) == ("batch", None)

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import ConnectionFailed
+from bridge_controller.authority import NO_CREDENTIALS, Refused
 from bridge_controller.backend_objects import ref_name
 from bridge_controller.kube import Missing
 from bridge_controller.policy import Policy
@@ -126,13 +127,25 @@ class Clock:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.wall))
 
 
-def prober(tmp_path, *objects, secrets=None, config_maps=None, policy=None, clients=None, kubeconfig=None):
+class JobAccounts:
+    """authority.Authority's job_credentials: a token of the Job ServiceAccount where there is one."""
+
+    def __init__(self, namespaces=("team-a",)):
+        self.namespaces = namespaces
+
+    def job_credentials(self, namespace):
+        if namespace not in self.namespaces:
+            raise Refused(NO_CREDENTIALS, "no Job ServiceAccount in namespace '%s'" % namespace)
+        return {"kubeconfig": "job-token-of-%s" % namespace}
+
+
+def prober(tmp_path, *objects, secrets=None, config_maps=None, policy=None, clients=None, accounts=None):
     catalog = FakeCatalog(*objects)
     kube = FakeKube(catalog, secrets if secrets is not None else {("team-a", "slurm"): {"user": "alice", "token": TOKEN}},
                     config_maps)
     clock = Clock()
-    probe = Prober(catalog, kube, policy or Policy(), str(tmp_path), kubeconfig=kubeconfig, clients=clients or Clients(),
-                   now=clock.now, wall=lambda: clock.wall)
+    probe = Prober(catalog, kube, policy or Policy(), str(tmp_path), authorizer=accounts or JobAccounts(),
+                   clients=clients or Clients(), now=clock.now, wall=lambda: clock.wall)
     return probe, catalog, kube, clock
 
 
@@ -240,14 +253,31 @@ def test_a_tenants_kubernetes_backend_without_a_secret_stays_in_its_namespace(tm
     assert clients.made == []
 
 
-def test_kubernetes_without_a_secret_is_the_controllers_own_cluster(tmp_path):
+def test_kubernetes_without_a_secret_is_probed_as_the_namespaces_job_service_account_never_as_the_controller(tmp_path):
     obj = bridgebackend(type="kubernetes")
     del obj["spec"]["url"], obj["spec"]["credentialsSecretRef"]
     clients = Clients(dict(CAPACITY, manager="Kubernetes", version="v1.34.1", api_version="batch/v1"))
-    probe, catalog, _kube, _clock = prober(tmp_path, obj, clients=clients, kubeconfig="/etc/bridge/kubeconfig")
+    probe, catalog, _kube, _clock = prober(tmp_path, obj, clients=clients)
     probe.probe(catalog.backend("BridgeBackend", "team-a", "slurm-a"))
     assert clients.made == [("kubernetes", {"validate_certs": True, "timeout": 10.0, "retries": 1, "namespace": "team-a",
-                                            "kubeconfig": "/etc/bridge/kubeconfig"})]
+                                            "kubeconfig_content": "job-token-of-team-a"})]
+    # Without that ServiceAccount: refused, nothing sent.
+    clients = Clients()
+    probe, catalog, _kube, _clock = prober(tmp_path, obj, clients=clients, accounts=JobAccounts(()))
+    probe.probe(catalog.backend("BridgeBackend", "team-a", "slurm-a"))
+    assert ready(stored(catalog, obj)["status"])["reason"] == NO_CREDENTIALS
+    assert clients.made == []
+
+
+def test_a_kubernetes_secret_without_a_kubeconfig_lends_nothing(tmp_path):
+    obj = bridgebackend(type="kubernetes")
+    del obj["spec"]["url"]
+    clients = Clients()
+    probe, catalog, _kube, _clock = prober(tmp_path, obj, clients=clients, secrets={("team-a", "slurm"): {"note": "x"}})
+    probe.probe(catalog.backend("BridgeBackend", "team-a", "slurm-a"))
+    condition = ready(stored(catalog, obj)["status"])
+    assert (condition["status"], condition["reason"]) == ("False", NO_CREDENTIALS)
+    assert clients.made == []
 
 
 def test_a_missing_secret_is_secret_not_found_and_nothing_is_sent(tmp_path):

@@ -146,22 +146,25 @@ def test_a_ca_bundle_becomes_a_file_the_playbook_gets_the_path_of(tmp_path):
     assert runner._connection({"type": "ray", "url": "http://r"}) == {"type": "ray", "url": "http://r"}
 
 
-def test_the_controllers_kubeconfig_reaches_the_playbooks_as_k8s_auth_kubeconfig(tmp_path, monkeypatch):
-    """backend.type kubernetes without a Secret runs Jobs where the controller itself runs."""
+def test_no_playbook_finds_the_controllers_own_kubernetes_credentials(tmp_path, monkeypatch):
+    """The controller's environment loses its Kubernetes variables and tells the clients to refuse
+    the in-cluster fallback; a playbook gets only what the runner sets."""
     import sys
     import types
 
+    from bridge_controller.main import refuse_ambient_credentials
     from bridge_controller.runner import AnsibleRunner
 
+    environ = {"KUBECONFIG": "/etc/bridge/kubeconfig", "K8S_AUTH_KUBECONFIG": "/k", "K8S_AUTH_API_KEY": "t", "HOME": "/h"}
+    refuse_ambient_credentials(environ)
+    assert environ == {"HOME": "/h", "BRIDGE_AMBIENT_CREDENTIALS": "refuse"}
     started = []
     fake = types.SimpleNamespace(run_async=lambda **kwargs: started.append(kwargs) or (None, None))
     monkeypatch.setitem(sys.modules, "ansible_runner", fake)
-    for kubeconfig in ("/etc/bridge/kubeconfig", None):
-        runner = AnsibleRunner(str(tmp_path / "playbooks"), str(tmp_path / "work"), standby=(), kubeconfig=kubeconfig)
-        runner._start("poll", {"type": "kubernetes", "namespace": "team-a"})
-        runner.close()
-    assert started[0]["envvars"]["K8S_AUTH_KUBECONFIG"] == "/etc/bridge/kubeconfig"
-    assert "K8S_AUTH_KUBECONFIG" not in started[1]["envvars"]
+    runner = AnsibleRunner(str(tmp_path / "playbooks"), str(tmp_path / "work"), standby=())
+    runner._start("poll", {"type": "kubernetes", "namespace": "team-a"})
+    runner.close()
+    assert not [name for name in started[0]["envvars"] if name.startswith("K8S_AUTH_") or name == "KUBECONFIG"]
     assert started[0]["extravars"] == {"backend": {"type": "kubernetes"}}, (
         "the type is the one extra var: the namespace, as all a BridgeJob's author wrote, goes through the pipe")
 
