@@ -1,12 +1,11 @@
-"""Issue 21 against a real kube-apiserver (v1.34, --authorization-mode=Node,RBAC): a BridgeJob never
-lets its author act as the controller.
+"""Issues 21 and 37 against a real kube-apiserver (v1.34, --authorization-mode=Node,RBAC): a BridgeJob
+never lets its author act as the controller.
 
-deploy/admission-policy.yaml is applied (and stays: the other tests create BridgeJobs as the admin,
-whom it lets through) and checked with two authors, ServiceAccounts of a fresh tenant namespace:
-alice may create BridgeJobs and Jobs there, bob only BridgeJobs. deploy/multi-tenant/ is rendered
-with kustomize and applied under names of its own (its own ServiceAccount, ClusterRoles and
-bindings), so that the ClusterRoleBinding it leaves out, which the other tests rely on, is never
-removed.
+deploy/admission-policy.yaml and deploy/author-mutation/ are applied (and stay: the other tests create
+BridgeJobs as the admin, whom they let through) and checked with two authors, ServiceAccounts of a
+fresh tenant namespace: alice may create BridgeJobs and Jobs there, bob only BridgeJobs. deploy/ is
+rendered with kustomize, with and without its Components, and its RBAC applied under names of its
+own (its own ServiceAccount, ClusterRoles and bindings) with deploy/tenant/tenant.yaml for tenant-a.
 """
 
 import copy
@@ -24,6 +23,7 @@ from kubernetes.dynamic import DynamicClient
 
 from test_crd import DEPLOY, GROUP, PLURAL, VERSION, apply, login, manifests, rejection, sample, unavailable
 from test_crd import admin, deployed, kube  # noqa: F401 pylint: disable=unused-import
+from controller_support import install_admission
 
 POLICY = "bridge-jobs-within-their-authors-rights"
 EVERY_NAMESPACE = "bridge-controller-tenant-every-namespace"
@@ -34,7 +34,7 @@ BACKEND_POLICY = "bridge-backends-within-their-authors-rights"
 JOB_RULES = [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]}]
 
 
-def grant(rbac, namespace, account, name, rules):
+def grant(rbac, namespace, account, name, rules):  # pylint: disable=redefined-outer-name
     rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": rules})
     rbac.create_namespaced_role_binding(namespace, {
         "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
@@ -52,9 +52,7 @@ def kubernetes_job(name, **backend):
 def tenants(kube, deployed):  # pylint: disable=redefined-outer-name
     """deploy/admission-policy.yaml applied; namespaces tenant-a-<id> and tenant-b-<id>; in tenant-a the
     authors alice (BridgeJobs and Jobs) and bob (BridgeJobs only), logged in with their tokens."""
-    dynamic = DynamicClient(deployed)
-    for doc in manifests(os.path.join(DEPLOY, "admission-policy.yaml")):
-        apply(dynamic, doc)
+    install_admission(deployed)
     core, rbac = client.CoreV1Api(deployed), client.RbacAuthorizationV1Api(deployed)
     run = uuid.uuid4().hex[:8]
     ctx = type("Tenants", (), {})()
@@ -98,7 +96,7 @@ def create(api, namespace, body):
 
 # ------------------------------------------------------------------ the policy as served
 
-def test_the_policy_type_checks_against_the_crd(tenants, deployed):
+def test_the_policy_type_checks_against_the_crd(tenants, deployed):  # pylint: disable=redefined-outer-name
     """The apiserver type-checks the expressions against the BridgeJob schema in the background and
     writes warnings into the policy's status."""
     registration = client.AdmissionregistrationV1Api(deployed)
@@ -117,7 +115,8 @@ def test_an_author_who_may_not_create_jobs_cannot_have_the_controller_create_one
     assert status == 403, message
     assert "ValidatingAdmissionPolicy '%s'" % POLICY in message, message
     assert "'%s' may not create Jobs (batch) in namespace '%s'" % (tenants.bob_name, tenants.a) in message, message
-    assert "runs its Job with the controller's ServiceAccount" in message, message
+    assert "runs its Job for its\nauthor as the namespace's Job ServiceAccount" in message or \
+        "runs its Job for its author as the namespace's Job ServiceAccount" in message, message
 
 
 def test_an_author_who_may_create_jobs_may_have_the_controller_create_one(tenants):
@@ -207,16 +206,16 @@ def test_a_kubernetes_bridgebackend_without_a_secret_needs_an_author_who_may_cre
 
 # ------------------------------------------------------------------ RBAC: one binding per tenant
 
-def kustomize(kubectl, directory):
-    """`kubectl kustomize` of an overlay of deploy/ with the multi-tenant Component, as an operator
-    writes it (outside deploy/: kustomize refuses an overlay inside its base's directory)."""
+def kustomize(kubectl, directory, components=()):
+    """`kubectl kustomize` of an overlay of deploy/ with `components` (directories of deploy/), as an
+    operator writes it (outside deploy/: kustomize refuses an overlay inside its base's directory)."""
     kubectl = shutil.which(kubectl or "kubectl")
     if not kubectl:
-        unavailable("no kubectl to render deploy/multi-tenant/ with (tools/kube-control-plane.sh build links one)")
+        unavailable("no kubectl to render deploy/ with (tools/kube-control-plane.sh build links one)")
     with open(os.path.join(directory, "kustomization.yaml"), "w") as handle:
         yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
                         "resources": [os.path.relpath(DEPLOY, directory)],
-                        "components": [os.path.relpath(os.path.join(DEPLOY, "multi-tenant"), directory)]}, handle)
+                        "components": [os.path.relpath(os.path.join(DEPLOY, name), directory) for name in components]}, handle)
     rendered = subprocess.run([kubectl, "kustomize", directory], capture_output=True, text=True, check=True).stdout
     return [doc for doc in yaml.safe_load_all(rendered) if doc]
 
@@ -232,34 +231,48 @@ def renamed(doc, suffix, namespaces):
     for subject in doc.get("subjects", []):
         subject["name"] += suffix
         subject["namespace"] = namespaces[subject["namespace"]]
+    for rule in doc.get("rules", []):
+        if "resourceNames" in rule:
+            rule["resourceNames"] = [name + suffix for name in rule["resourceNames"]]
     return doc
 
 
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def test_the_default_install_binds_nothing_in_tenant_namespaces_and_cluster_wide_is_an_explicit_overlay(kube, tmp_path):  # pylint: disable=redefined-outer-name
+    default = [doc for doc in kustomize(kube.get("KUBECTL"), str(tmp_path)) if doc["kind"] in RBAC_KINDS]
+    assert EVERY_NAMESPACE not in [doc["metadata"]["name"] for doc in default]
+    bindings = [doc for doc in default if doc["kind"] == "ClusterRoleBinding"]
+    assert [doc["roleRef"]["name"] for doc in bindings] == ["bridge-controller"]
+    wide = kustomize(kube.get("KUBECTL"), str(tmp_path), components=("cluster-wide", "author-mutation"))
+    assert EVERY_NAMESPACE in [doc["metadata"]["name"] for doc in wide]
+    assert "MutatingAdmissionPolicy" in [doc["kind"] for doc in wide]
+
+
 @pytest.fixture(scope="module")
-def multi_tenant(kube, tenants, deployed, tmp_path_factory):  # pylint: disable=redefined-outer-name
-    """The RBAC of deploy/ with the multi-tenant Component and tenant-rolebinding.yaml for tenant-a,
-    for a ServiceAccount bridge-controller-<id> of a namespace of its own; yields its username and
-    an API client logged in as it."""
-    rendered = kustomize(kube.get("KUBECTL"), str(tmp_path_factory.mktemp("multi-tenant")))
-    kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
-    rbac_objects = [doc for doc in rendered if doc["kind"] in kinds]
-    assert EVERY_NAMESPACE not in [doc["metadata"]["name"] for doc in rbac_objects]
+def tenant_rbac(kube, tenants, deployed, tmp_path_factory):  # pylint: disable=redefined-outer-name
+    """The RBAC of deploy/ as installed, and deploy/tenant/tenant.yaml for tenant-a, for a ServiceAccount
+    bridge-controller-<id> of a namespace of its own; yields its username and an API client logged
+    in as it."""
+    rendered = kustomize(kube.get("KUBECTL"), str(tmp_path_factory.mktemp("default-rbac")))
+    rbac_objects = [doc for doc in rendered if doc["kind"] in RBAC_KINDS]
     cluster_roles = set(doc["metadata"]["name"] for doc in rbac_objects if doc["kind"] == "ClusterRole")
-    assert {"bridge-controller", "bridge-controller-tenant"} <= cluster_roles
-    tenant_binding = manifests(os.path.join(DEPLOY, "multi-tenant", "tenant-rolebinding.yaml"))[0]
+    assert {"bridge-controller", "bridge-controller-tenant", "bridge-runner"} <= cluster_roles
+    tenant = manifests(os.path.join(DEPLOY, "tenant", "tenant.yaml"))
     suffix = "-" + tenants.run
     system = "bridge-mt-%s" % tenants.run
-    namespaces = {CONTROLLER[0]: system, tenant_binding["metadata"]["namespace"]: tenants.a}
+    namespaces = {CONTROLLER[0]: system, tenant[0]["metadata"]["namespace"]: tenants.a}
     core, dynamic = client.CoreV1Api(deployed), DynamicClient(deployed)
     core.create_namespace({"metadata": {"name": system, "labels": {"bridge.dev/test": "admission"}}})
     created = []
     try:
-        for doc in rbac_objects + [tenant_binding]:
+        for doc in rbac_objects + tenant:
             doc = renamed(doc, suffix, namespaces)
             apply(dynamic, doc)
             created.append(doc)
         account = CONTROLLER[1] + suffix
-        yield "system:serviceaccount:%s:%s" % (system, account), login(kube, deployed, system, account)
+        yield "system:serviceaccount:%s:%s" % (system, account), login(kube, deployed, system, account), suffix
     finally:
         for doc in created:
             if "namespace" not in doc["metadata"]:
@@ -267,7 +280,7 @@ def multi_tenant(kube, tenants, deployed, tmp_path_factory):  # pylint: disable=
         core.delete_namespace(system)
 
 
-def allowed(api_client, user, verb, resource, namespace=None, group="", name=None):
+def allowed(api_client, user, verb, resource, namespace=None, group="", name=None, subresource=None):
     """The apiserver's answer for a ServiceAccount's request. A request for a namespace object has
     that namespace as its namespace too (what a RoleBinding there can grant)."""
     groups = ["system:serviceaccounts", "system:serviceaccounts:" + user.split(":")[2], "system:authenticated"]
@@ -275,48 +288,46 @@ def allowed(api_client, user, verb, resource, namespace=None, group="", name=Non
         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
         "spec": {"user": user, "groups": groups,
                  "resourceAttributes": {"verb": verb, "group": group, "resource": resource, "namespace": namespace,
-                                        "name": name}}})
+                                        "name": name, "subresource": subresource}}})
     return review.status.allowed
 
 
-def test_multi_tenant_the_controller_acts_only_in_the_namespaces_bound_to_it(multi_tenant, tenants, deployed):
-    user, controller = multi_tenant
+def test_the_controller_reads_only_where_a_tenant_binding_is_and_never_runs_jobs_itself(tenant_rbac, tenants, deployed):  # pylint: disable=redefined-outer-name
+    user, controller, suffix = tenant_rbac
+    runner = "bridge-runner" + suffix
     deadline = time.time() + 30
     # RBAC serves a new binding a moment after it is written.
-    while not allowed(deployed, user, "create", "jobs", tenants.a, group="batch"):
+    while not allowed(deployed, user, "get", "secrets", tenants.a):
         assert time.time() < deadline, "the tenant RoleBinding did not take effect"
         time.sleep(0.5)
     for namespace, expected in ((tenants.a, True), (tenants.b, False), ("kube-system", False)):
         assert allowed(deployed, user, "get", "secrets", namespace) is expected, namespace
-        assert allowed(deployed, user, "create", "jobs", namespace, group="batch") is expected, namespace
-        assert allowed(deployed, user, "create", "configmaps", namespace) is expected, namespace
-        assert allowed(deployed, user, "get", "pods", namespace, name="x") is expected, namespace
-        # A namespace's RoleBinding grants the get of that namespace object itself.
-        assert allowed(deployed, user, "get", "namespaces", namespace, name=namespace) is expected, namespace
-    # What stays cluster-wide: BridgeJobs wherever they are, their events, the nodes' capacity.
+        assert allowed(deployed, user, "get", "configmaps", namespace) is expected, namespace
+        assert allowed(deployed, user, "create", "serviceaccounts", namespace, name=runner, subresource="token") is expected
+        assert not allowed(deployed, user, "create", "serviceaccounts", namespace, name="default", subresource="token")
+        # Jobs, their ConfigMaps and Pods are the Job ServiceAccount's, never the controller's.
+        assert not allowed(deployed, user, "create", "jobs", namespace, group="batch"), namespace
+        assert not allowed(deployed, user, "create", "configmaps", namespace), namespace
+        assert not allowed(deployed, user, "get", "pods", namespace, name="x"), namespace
+    runner_user = "system:serviceaccount:%s:%s" % (tenants.a, runner)
+    assert allowed(deployed, runner_user, "create", "jobs", tenants.a, group="batch")
+    assert not allowed(deployed, runner_user, "create", "jobs", tenants.b, group="batch")
+    assert not allowed(deployed, runner_user, "get", "secrets", tenants.a)
+    # What stays cluster-wide: Bridge's own objects, their events, namespaces' labels, access reviews.
     assert allowed(deployed, user, "watch", "bridgejobs", group="bridge.dev")
     assert allowed(deployed, user, "patch", "bridgejobs", tenants.b, group="bridge.dev")
     assert allowed(deployed, user, "create", "events", tenants.b)
-    assert allowed(deployed, user, "list", "nodes")
+    assert allowed(deployed, user, "create", "subjectaccessreviews", group="authorization.k8s.io")
+    assert not allowed(deployed, user, "list", "nodes")
     assert not allowed(deployed, user, "list", "secrets")
 
     # And with its own token, as the controller would ask.
     core = client.CoreV1Api(controller)
     assert core.read_namespaced_secret("slurm-credentials", tenants.a).data["user"]
-    assert core.read_namespace(tenants.a).metadata.name == tenants.a
-    for call, args in ((core.read_namespaced_secret, ("slurm-credentials", tenants.b)), (core.read_namespace, (tenants.b,)),
+    for call, args in ((core.read_namespaced_secret, ("slurm-credentials", tenants.b)),
                        (core.read_namespaced_secret, ("slurm-credentials", "kube-system"))):
         with pytest.raises(ApiException) as caught:
             call(*args)
         assert caught.value.status == 403, caught.value.body
     listed = client.CustomObjectsApi(controller).list_cluster_custom_object(GROUP, VERSION, PLURAL)
     assert tenants.a in set(item["metadata"]["namespace"] for item in listed["items"])
-
-
-def test_by_default_the_controller_runs_bridgejobs_in_every_namespace(tenants, deployed):
-    """One team, one cluster: deploy/rbac.yaml binds the tenant role everywhere."""
-    user = "system:serviceaccount:%s:%s" % CONTROLLER
-    for namespace in (tenants.a, tenants.b):
-        assert allowed(deployed, user, "get", "secrets", namespace)
-        assert allowed(deployed, user, "create", "jobs", namespace, group="batch")
-    assert not allowed(deployed, user, "list", "secrets", tenants.a)

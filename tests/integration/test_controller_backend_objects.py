@@ -23,7 +23,7 @@ import uuid
 import pytest
 
 from conftest import Relay, ray_env, require_lsf, require_ray, require_slurm, slurm_env
-from controller_support import free_port, release_labelled, start_controller
+from controller_support import free_port, release_labelled, start_controller, tenant_namespace
 from test_controller_e2e import GROUP, VERSION, kube, wait_for  # noqa: F401 pylint: disable=unused-import
 
 RUN_LABEL = "bridge.dev/backend-objects-run"
@@ -89,7 +89,7 @@ def site(kube, tmp_path_factory):  # pylint: disable=redefined-outer-name
 
     run = uuid.uuid4().hex[:8]
     namespace = "backend-objects-%s" % run
-    client.CoreV1Api(api_client).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    tenant_namespace(api_client, namespace)
     secrets = [value for value in [(slurm_env(v) or {}).get("SLURM_JWT") for v in SLURM_VERSIONS]
                + [(ray_env() or {}).get("RAY_TOKEN")] if value]
     tmp_path = tmp_path_factory.mktemp("backend-objects")

@@ -32,7 +32,7 @@ import pytest
 
 from conftest import (COLLECTIONS, REPO, private_service, ray_env, read_env_file, require_kube_node, require_lsf,
                       require_quantum, require_ray, require_slurm, slurm_env)
-from controller_support import release_labelled, start_controller
+from controller_support import release_labelled, start_controller, tenant_namespace
 from test_controller_e2e import GROUP, PLURAL, VERSION, free_port, kube, wait_for  # noqa: F401 pylint: disable=unused-import
 from test_crd import manifests
 
@@ -104,7 +104,7 @@ class Namespace:
         self.core = client.CoreV1Api(controller.api_client)
         self.custom = client.CustomObjectsApi(controller.api_client)
         self.name = "%s-%s" % (prefix, uuid.uuid4().hex[:8])
-        self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=self.name)))
+        tenant_namespace(controller.api_client, self.name)
 
     def secret(self, name, data):
         self.core.create_namespaced_secret(self.name, self.client.V1Secret(

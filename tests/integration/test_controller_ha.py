@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 from conftest import require_slurm
-from controller_support import release_all
+from controller_support import release_all, tenant_namespace
 from test_controller_chaos import (SYSTEM_NAMESPACE, Controller, account, phase_of,  # noqa: F401 pylint: disable=unused-import
                                    slurm_client)
 from test_controller_e2e import GROUP, PLURAL, VERSION, kube, wait_for  # noqa: F401 pylint: disable=unused-import
@@ -72,7 +72,7 @@ def ha(kube, account, tmp_path):  # pylint: disable=redefined-outer-name
     core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
     coordination = client.CoordinationV1Api(api_client)
     namespace = "ha-%s" % uuid.uuid4().hex[:8]
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    tenant_namespace(api_client, namespace)
     core.create_namespaced_secret(namespace, client.V1Secret(
         metadata=client.V1ObjectMeta(name="slurm"), string_data={"user": slurm["SLURM_USER"], "token": slurm["SLURM_JWT"]}))
     backend = {"type": "slurm", "url": slurm["SLURM_URL"], "credentialsSecretRef": {"name": "slurm"},

@@ -30,7 +30,7 @@ import uuid
 import pytest
 
 from conftest import COLLECTIONS, SLURM_VERSIONS, kube_node_env, lsf_env, require_ray, require_slurm, slurm_env
-from controller_support import free_port, release_labelled, start_controller
+from controller_support import free_port, release_labelled, start_controller, tenant_namespace
 from test_controller_e2e import GROUP, VERSION, kube, wait_for  # noqa: F401 pylint: disable=unused-import
 
 sys.path.insert(0, COLLECTIONS)   # the collection this checkout's controller imports
@@ -125,8 +125,8 @@ def site(kube, tmp_path_factory):  # noqa: F811 pylint: disable=redefined-outer-
     core = client.CoreV1Api(api_client)
     run = uuid.uuid4().hex[:8]
     namespace, outside = "site-%s" % run, "site-out-%s" % run
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace, labels={TENANT_LABEL: run})))
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=outside)))
+    tenant_namespace(api_client, namespace, labels={TENANT_LABEL: run})
+    tenant_namespace(api_client, outside)
     tmp_path = tmp_path_factory.mktemp("site")
     log_path = tmp_path / "controller.log"
     port = free_port()

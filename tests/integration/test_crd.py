@@ -21,6 +21,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from conftest import REPO, RUN, kube_control_plane_env, read_env_file
+from controller_support import tenant_namespace
 
 DEPLOY = os.path.join(REPO, "deploy")
 SCRIPT = os.path.join(REPO, "tools", "kube-control-plane.sh")
@@ -182,7 +183,7 @@ def deployed(admin):
 def namespace(deployed):
     core = client.CoreV1Api(deployed)
     name = "bridge-crd-%s" % uuid.uuid4().hex[:8]
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"bridge.dev/test": "crd"})))
+    tenant_namespace(deployed, name, labels={"bridge.dev/test": "crd"})
     for sample_file in SAMPLES:
         # kubernetes.yaml has none: its Job runs on the controller's own cluster.
         for secret in [doc for doc in manifests(os.path.join(DEPLOY, "samples", sample_file)) if doc["kind"] == "Secret"]:
@@ -730,10 +731,29 @@ def test_controller_holds_its_lease_only_in_its_namespace(controller, deployed, 
         client.CoordinationV1Api(deployed).delete_namespaced_lease(name, CONTROLLER_NAMESPACE)
 
 
-def test_controller_runs_kubernetes_jobs_it_cannot_change(controller, namespace):
-    """backend.type kubernetes without a Secret: the controller's own account creates, reads,
-    lists and deletes Jobs and their script's ConfigMap, reads Pods and their logs, and no more."""
+def test_the_controller_creates_no_job_and_reads_no_pod_itself(controller, namespace):
+    """backend.type kubernetes without a Secret runs as the namespace's Job ServiceAccount, whose
+    token is all the controller may get there (of that account alone), never as the controller."""
     batch, core = client.BatchV1Api(controller), client.CoreV1Api(controller)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "nope"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "job", "image": "localhost/bridge/busybox:latest"}]}}}}
+    forbidden(batch.create_namespaced_job, namespace, job)
+    forbidden(batch.list_namespaced_job, namespace)
+    forbidden(core.list_namespaced_pod, namespace)
+    forbidden(core.create_namespaced_config_map, namespace, {"metadata": {"name": "nope"}})
+    forbidden(core.list_node)
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600))
+    assert core.create_namespaced_service_account_token("bridge-runner", namespace, request).status.token
+    forbidden(core.create_namespaced_service_account_token, "default", namespace, request)
+    forbidden(core.create_namespaced_service_account_token, "bridge-controller", CONTROLLER_NAMESPACE, request)
+
+
+def test_the_job_service_account_runs_kubernetes_jobs_it_cannot_change(kube, deployed, namespace):
+    """backend.type kubernetes without a Secret: the Job ServiceAccount (deploy/tenant/tenant.yaml)
+    creates, reads, lists and deletes Jobs and their script's ConfigMap, reads Pods and their logs,
+    and no more."""
+    runner = login(kube, deployed, namespace, "bridge-runner")
+    batch, core = client.BatchV1Api(runner), client.CoreV1Api(runner)
     name = "rbac-%s" % uuid.uuid4().hex[:6]
     core.create_namespaced_config_map(namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name), data={"script": "#!/bin/sh\n"}))
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": {"suspend": True, "template": {"spec": {
@@ -745,11 +765,20 @@ def test_controller_runs_kubernetes_jobs_it_cannot_change(controller, namespace)
     assert name in [item.metadata.name for item in batch.list_namespaced_job(namespace).items]
     core.list_namespaced_pod(namespace, label_selector="job-name=%s" % name)
     core.read_namespace(namespace)
-    core.list_node()
-    forbidden(batch.patch_namespaced_job, name, namespace, {"spec": {"suspend": False}})
-    forbidden(core.delete_namespaced_config_map, name, namespace)
-    forbidden(core.create_namespaced_pod, namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-                                                      "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    with pytest.raises(ApiException):
+        core.list_node()  # the preflight skips what it may not read
+    with pytest.raises(ApiException):
+        core.read_namespaced_secret("slurm-credentials", namespace)
+    forbidden_as = "system:serviceaccount:%s:bridge-runner" % namespace
+    with pytest.raises(ApiException) as caught:
+        batch.patch_namespaced_job(name, namespace, {"spec": {"suspend": False}})
+    assert caught.value.status == 403 and forbidden_as in str(caught.value.body)
+    for call, args in ((core.delete_namespaced_config_map, (name, namespace)),
+                       (core.create_namespaced_pod, (namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                                                                 "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))):
+        with pytest.raises(ApiException) as caught:
+            call(*args)
+        assert caught.value.status == 403, caught.value.body
     batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
 
 

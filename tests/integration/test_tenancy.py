@@ -35,7 +35,7 @@ import uuid
 import pytest
 
 from conftest import COLLECTIONS, REPO, kube_node_env, quantum_env, ray_env, require_quantum, require_ray, require_slurm
-from controller_support import GROUP, PLURAL, VERSION, controller_env, free_port, release_labelled
+from controller_support import GROUP, PLURAL, VERSION, controller_env, free_port, release_labelled, tenant_namespace
 from test_controller_chaos import account  # noqa: F401 pylint: disable=unused-import
 from test_controller_e2e import kube, wait_for  # noqa: F401 pylint: disable=unused-import
 
@@ -114,7 +114,7 @@ class Tenants:
         suffix = uuid.uuid4().hex[:6]
         self.a, self.b = "tenant-a-%s" % suffix, "tenant-b-%s" % suffix
         for name in (self.a, self.b):
-            self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+            tenant_namespace(api_client, name)
 
     def secret(self, namespace, name, data):
         self.core.create_namespaced_secret(namespace, self.client.V1Secret(
