@@ -29,6 +29,7 @@ import uuid
 import pytest
 
 from conftest import REPO, RUN, read_env_file, require_ray, require_slurm
+from controller_support import manifest_objects
 from test_controller_e2e import wait_for
 
 # It loads the controller's image into the node and times a leader failover of its pods: alone, so that
@@ -127,6 +128,8 @@ apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
   - %(deploy)s
+components:
+  - %(deploy)s/author-mutation
 images:
   - name: bridge-controller
     newName: %(name)s
@@ -174,11 +177,19 @@ def jobs(cluster, deployment):  # pylint: disable=redefined-outer-name
     slurm, ray = require_slurm("22.05"), require_ray()
     namespace = "deploy-%s" % deployment
     cluster.kubectl("create", "namespace", namespace)
+    # Given to a tenant as an operator gives one: deploy/tenant/tenant.yaml with its namespace set.
+    tenant = manifest_objects("tenant", "tenant.yaml")
+    for doc in tenant:
+        doc["metadata"]["namespace"] = namespace
+        for subject in doc.get("subjects") or []:
+            if subject["name"] == "bridge-runner":
+                subject["namespace"] = namespace
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": tenant}))
     backends = {"slurm": {"type": "slurm", "url": cluster.host_url(slurm["SLURM_URL"]),
                           "credentialsSecretRef": {"name": "slurm-credentials"},
                           "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]},
                 "ray": {"type": "ray", "url": cluster.host_url(ray["RAY_URL"])},
-                # No Secret: the controller's own cluster, through its in-cluster ServiceAccount.
+                # No Secret: the controller's own cluster, as the namespace's Job ServiceAccount.
                 "kubernetes": {"type": "kubernetes"}}
     secret_items = [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "slurm-credentials"}, "type": "Opaque",
                      "stringData": {"user": slurm["SLURM_USER"], "token": slurm["SLURM_JWT"]}}]
@@ -256,9 +267,10 @@ def test_slurm_and_ray_bridgejobs_complete(cluster, jobs):  # pylint: disable=re
         assert secret not in events
 
 
-def test_kubernetes_bridgejob_runs_through_the_controllers_service_account(cluster, jobs):  # pylint: disable=redefined-outer-name
+def test_kubernetes_bridgejob_runs_as_the_namespaces_job_service_account(cluster, jobs):  # pylint: disable=redefined-outer-name
     """backend.type kubernetes with no kubeconfig Secret: the controller Pod's playbook authenticates
-    in-cluster (its ServiceAccount, deploy/rbac.yaml) and runs the Job in the BridgeJob's namespace."""
+    with a token of the namespace's bridge-runner (deploy/tenant/tenant.yaml), never with the Pod's
+    own ServiceAccount, and runs the Job in the BridgeJob's namespace for its author (the admin)."""
     options = {"kubernetes": {"image": cluster.node["KUBE_BUSYBOX_IMAGE"], "image_pull_policy": "Never"}}
     jobs.create("hello-kubernetes", "kubernetes", "#!/bin/sh\necho hello from a pod\n", backendOptions=options)
     status = jobs.wait_terminal("hello-kubernetes")["status"]
