@@ -39,8 +39,9 @@ def make_parser():
     parser = argparse.ArgumentParser(prog="bridge-controller", description=__doc__)
     parser.add_argument("--kubeconfig", help="kubeconfig file; in-cluster configuration when unset")
     parser.add_argument("--namespace", help="watch one namespace only (default: all)")
-    parser.add_argument("--selector", help="label selector: this controller handles only matching BridgeJobs (sharding "
-                                             "load; the labels are the tenants', so it separates no tenants)")
+    parser.add_argument("--selector",
+                        help="label selector: this controller handles only matching BridgeJobs (sharding load; the "
+                             "labels are the tenants', so it separates no tenants)")
     parser.add_argument("--namespace-selector",
                         help="label selector of namespaces: this controller acts only on the BridgeJobs of the namespaces "
                              "it matches (their labels are the cluster admin's: tenants are separated so)")

@@ -183,7 +183,7 @@ def test_a_backend_object_does_not_get_its_users_past_their_own_rights(tenants):
         done = wait_for(lambda: read(ctx, ctx.a, "bob-own"), lambda o: (o.get("status") or {}).get("phase") in (
             "Completed", "Failed"), timeout=180)
         assert done["status"]["phase"] == "Completed", done["status"]
-    assert [name for name in jobs(ctx, ctx.a)] == [ran["status"]["jobId"]], "no Job for alice"
+    assert jobs(ctx, ctx.a) == [ran["status"]["jobId"]], "no Job for alice"
 
 
 def test_an_author_who_may_not_read_a_secret_cannot_have_it_used(tenants, kube):  # pylint: disable=redefined-outer-name
@@ -191,8 +191,8 @@ def test_an_author_who_may_not_read_a_secret_cannot_have_it_used(tenants, kube):
     nothing sent with it (the controller could read it; she could not)."""
     ctx = tenants
     _env, admin = kube
-    client.CoreV1Api(admin).create_namespaced_secret(ctx.b, {"metadata": {"name": "ops-only"},
-                                                            "stringData": {"user": "ops", "token": "ops-token-7c1f"}})
+    secret = {"metadata": {"name": "ops-only"}, "stringData": {"user": "ops", "token": "ops-token-7c1f"}}
+    client.CoreV1Api(admin).create_namespaced_secret(ctx.b, secret)
     ctx.carol.bridgejob("carol-borrows", {"type": "slurm", "url": "http://127.0.0.1:9", "credentialsSecretRef": {"name": "ops-only"}})
     obj = wait_condition(ctx, ctx.b, "carol-borrows")
     reachable = condition(obj, "BackendReachable")
