@@ -385,7 +385,8 @@ class SlurmClient(Backend):
         words = "; ".join(_error_text(e) for e in errors)
         reason = manager_reason(words, status, self.transport.scrub, vouched)
         numbers = [_error_number(e) for e in errors]
-        lowered = words.lower()
+        # Slurm's words classify the error even where they are not said; never a secret's words.
+        lowered = self.transport.scrub(words).lower()
         if status in (401, 511) or "authentication" in lowered or "jwt" in lowered or "token" in lowered:
             raise self.error(AuthFailed, "authentication failed: the user or token was refused (%s)" % reason,
                              verb, obj, ident, status)
