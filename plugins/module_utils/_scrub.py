@@ -24,12 +24,20 @@ __metaclass__ = type
 import base64
 import json
 import re
+from xml.sax.saxutils import escape
+
+try:
+    from urllib.parse import quote, quote_plus
+except ImportError:  # Python 2, where ansible-test's compile test still looks
+    from urllib import quote, quote_plus
 
 # What replaces a secret.
 MASK = "********"
 # A base64 run shorter than this is not looked for: a few characters occur in unrelated base64 text
 # (a JWT, a job's output) by chance, and a run that short gives away little of the secret.
 MIN_BASE64_RUN = 6
+# A longer secret is matched in its whole encodings only (_whole_forms).
+PER_CHARACTER_UP_TO = 256
 # Named entities of the characters XML and HTML escape.
 _ENTITIES = {"&": ("amp",), "<": ("lt",), ">": ("gt",), '"': ("quot",), "'": ("apos",)}
 # Compiled patterns of recent sets of secrets: a client scrubs many messages with the same few.
@@ -54,9 +62,23 @@ def scrub(text, secrets, mask=MASK):
 
 def secret_pattern(secret):
     """A regular expression of `secret` in every encoding (the module's docstring says which)."""
-    escaped = "".join(_character(character) for character in secret)
+    if len(secret) > PER_CHARACTER_UP_TO:
+        escaped = "|".join(re.escape(form) for form in sorted(set(_whole_forms(secret)), key=lambda f: (-len(f), f)))
+    else:
+        escaped = "".join(_character(character) for character in secret)
     runs = sorted(set(_base64_runs(secret.encode("utf-8"))), key=lambda run: (-len(run), run))
     return "|".join([escaped] + [re.escape(run) for run in runs])
+
+
+def _whole_forms(secret):
+    """A long secret (a whole kubeconfig) as each encoder writes it whole: matched character by
+    character, it would cost seconds to compile and to match; its short parts (a token) are secrets
+    of their own."""
+    url = quote(secret, safe="")
+    plus = quote_plus(secret, safe="")
+    xml = escape(secret, {'"': "&quot;", "'": "&#x27;"})
+    return [secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1], escape(secret), xml,
+            url, url.lower(), plus, plus.lower()]
 
 
 def _character(character):

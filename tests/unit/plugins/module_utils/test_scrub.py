@@ -119,3 +119,11 @@ def test_the_transport_and_job_output_scrub_every_encoding_too():
         assert not recoverable(tail(("out " + echoed + "\n").encode(), 5, secrets=[SECRET])["text"])
     transport.add_secret("another-token-9")
     assert transport.scrub(quote("another-token-9/x", safe="")) == MASK + "%2Fx"
+
+
+def test_a_long_secret_is_masked_in_its_whole_encodings():
+    # A whole kubeconfig is a secret too; matched character by character it would cost seconds.
+    long_secret = "apiVersion: v1\nusers:\n- name: u\n  user: {token: 'a&b<c>/d+e'}\n" + "x" * 300
+    for echoed in (long_secret, json.dumps(long_secret)[1:-1], escape(long_secret), quote(long_secret, safe=""),
+                   quote_plus(long_secret).lower(), base64.b64encode(long_secret.encode()).decode()):
+        assert scrub("said %s." % echoed, [long_secret]) == "said %s." % MASK
