@@ -28,7 +28,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     Unsupported,
     error_for_status,
 )
-from ansible_collections.bridge.hpc.plugins.module_utils._output import tail
+from ansible_collections.bridge.hpc.plugins.module_utils._output import clean, tail
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import refuse_unsupported, require_program
 
 # Every normalized job has at least these keys; backends may add their own (partition, nodes, ...).
@@ -81,6 +81,8 @@ SHAPE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError)
 # about an answer say what it was (a media type, a size, a missing field), never what it said.
 # A media type as servers write it ("text/html"); any other Content-Type value is not repeated.
 _MEDIA_TYPE = re.compile(r"^[\w.+-]{1,64}/[\w.+-]{1,64}$")
+# What a message repeats of a manager's own words at most (manager_reason).
+REASON_LENGTH = 500
 # A field name as our parsers write them; a KeyError of anything else names no key.
 _FIELD_NAME = re.compile(r"^[A-Za-z_@][\w@.-]{0,63}$")
 
@@ -136,6 +138,25 @@ def status_phrase(status):
     """The standard text of an HTTP status ("Not Found"), for an error answer whose body is not the
     manager's: the reason phrase on a status line is the server's to choose, like its body."""
     return STATUS_PHRASES.get(status) or "no reason given"
+
+
+def manager_reason(words, status, scrub, vouched):
+    """The reason a message gives for an error answer: the one answer policy of every client.
+
+    The manager's own words (`words`, the text its client read from its API's error format) are
+    said only when the server has shown that it is that API (`vouched`: it answered this client
+    with what only that API sends, Transport.vouched, or the error answer itself carries such a
+    mark), and then scrubbed (`scrub`, the client's: every secret in every encoding), on one line
+    without control characters, and at most REASON_LENGTH characters. Otherwise the standard
+    phrase of `status` stands for them, or None without a status (a warning is then left out):
+    the body of any other server may be any page of a URL that a tenant chose.
+    """
+    if vouched and isinstance(words, str):
+        # Scrubbed again once cleaned: a secret echoed with a control character inside is whole now.
+        text = scrub(" ".join(clean(scrub(words)).split()))
+        if text:
+            return text[:REASON_LENGTH]
+    return None if status is None else status_phrase(status)
 
 
 def json_of(response, endpoint, manager, url, verb, obj, ident=None):
@@ -458,6 +479,10 @@ class Backend(object):
         """A `kind` of BridgeError about this client's manager at its URL."""
         return kind(reason, verb, obj, ident, self.TITLE, self.url, status)
 
+    def reason(self, words, status):
+        """manager_reason of an answer of this client's server, with its transport's scrubber."""
+        return manager_reason(words, status, self.transport.scrub, self.transport.vouched)
+
     def status_error(self, status, reason, verb, obj, ident=None):
         """The error an HTTP status means where the manager's answer says nothing better."""
         return self.error(error_for_status(status), reason, verb, obj, ident, status)
@@ -478,7 +503,10 @@ class Backend(object):
         body = self.exchange(method, path, endpoint, verb, obj, ident, missing=missing, **request)
         if parse is None or body is missing:
             return body
-        return self.decoded(parse, body, endpoint, verb, obj, ident)
+        parsed = self.decoded(parse, body, endpoint, verb, obj, ident)
+        # An answer of the shape this endpoint's parser requires: the server is the manager's API.
+        self.transport.vouched = True
+        return parsed
 
     def endpoint(self, method, path):
         """The request as messages name it: "GET /jobs"."""

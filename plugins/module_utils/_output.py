@@ -17,12 +17,11 @@ __metaclass__ = type
 import re
 
 from ansible_collections.bridge.hpc.plugins.module_utils._fields import OUTPUT_TAIL_BYTES
+from ansible_collections.bridge.hpc.plugins.module_utils._scrub import MASK, scrub as scrub_encoded
 
 # What a module result and status.output hold at most (the field table's): the etcd object of a
 # BridgeJob stays small however many of them a namespace has.
 MAX_BYTES = OUTPUT_TAIL_BYTES
-# What replaces a secret in the output.
-MASK = "********"
 # A secret shorter than this is not looked for: masking every "1" or "ab" of an output would leave
 # nothing readable, and such a value protects nothing.
 MIN_SECRET_LENGTH = 4
@@ -44,11 +43,9 @@ def secret_values(environment):
 
 
 def scrub(text, secrets):
-    """`text` with every secret of `secrets` (of MIN_SECRET_LENGTH or more) replaced by MASK; the
-    longest first, so that a secret that holds another is masked whole."""
-    for secret in sorted(set(s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH), key=len, reverse=True):
-        text = text.replace(secret, MASK)
-    return text
+    """`text` with every secret of `secrets` (of MIN_SECRET_LENGTH or more), in any encoding
+    (_scrub), replaced by MASK; a secret that holds another is masked whole."""
+    return scrub_encoded(text, [s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH], MASK)
 
 
 def clean(text):

@@ -22,6 +22,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     ConnectionFailed,
     Timeout,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._scrub import scrub as scrub_secrets
 
 try:
     import httpx
@@ -39,7 +40,6 @@ IDEMPOTENT_METHODS = frozenset(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"])
 # delays the same answer; and where a 500 is the server's passing trouble (an apiserver whose etcd
 # hiccups), ServerError says it is temporary and the controller retries the whole step later.
 RETRY_STATUSES = frozenset([429, 502, 503, 504])
-REDACTED = "********"
 
 
 def retry_delay(attempt, backoff, retry_after=None, max_delay=30.0, rand=random.random):
@@ -108,6 +108,9 @@ class Transport:
         self.secrets = [s for s in secrets if s]
         self.retry = RetryPolicy(retries, backoff, sleep)
         self.requests_sent = 0
+        # Whether this server has answered as the manager's API (a shape only that API sends), so
+        # that the words of its error answers may be repeated (_backend.manager_reason).
+        self.vouched = False
         if http_client is None:
             http_client = httpx.Client(
                 base_url=self.base_url,
@@ -136,11 +139,8 @@ class Transport:
         self.http.headers[name] = value
 
     def scrub(self, text):
-        """Remove every secret this transport knows from a text meant for humans."""
-        text = "" if text is None else str(text)
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        """Remove every secret this transport knows, in any encoding (_scrub), from a text meant for humans."""
+        return scrub_secrets(text, self.secrets)
 
     def close(self):
         self.http.close()

@@ -21,7 +21,9 @@ Whoever may create BridgeJobs and Secrets in tenant-a writes, as a tenant would:
   nothing sent; a URL allowed but serving an internal HTTP page: the page is in no status.
 """
 
+import base64
 import http.server
+import json
 import os
 import shutil
 import signal
@@ -45,6 +47,9 @@ pytestmark = pytest.mark.serial
 
 RUN_LABEL = "bridge.dev/tenancy-run"
 PAGE_SECRET = "INTERNAL-PAGE-7f3a9c"
+# The listener's paths under which it answers 500 with JSON repeating the request's body (issue 37 item 7).
+ECHO = "/echo"
+ECHO_FIELDS = ("message", "error", "detail", "title", "errMsg", "errorMessage")
 MARKERS_VARIABLE = "TENANCY_MARKERS"
 
 
@@ -73,12 +78,18 @@ class Listener:
         class Handler(http.server.BaseHTTPRequestHandler):
             def _answer(self):
                 length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
+                sent = self.rfile.read(length).decode("utf-8", "replace") if length else ""
                 listener.requests.append((self.command, self.path, dict(self.headers)))
-                body = ("<html><body>%s: the internal admin page</body></html>" % PAGE_SECRET).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
+                status, kind, body = 200, "text/html", (
+                    "<html><body>%s: the internal admin page</body></html>" % PAGE_SECRET).encode()
+                if self.path.startswith(ECHO):
+                    # A JSON service that repeats what it was sent (a password, an API key) in
+                    # every field a manager's client reads its error message from.
+                    words = "%s: %s" % (PAGE_SECRET, sent)
+                    status, kind = 500, "application/json"
+                    body = json.dumps(dict((field, words) for field in ECHO_FIELDS)).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -407,3 +418,29 @@ def test_urls_outside_the_allow_list_get_nothing_and_internal_pages_stay_out_of_
     assert PAGE_SECRET not in repr(page["status"])
     events = tenants.core.list_namespaced_event(tenants.a).items
     assert PAGE_SECRET not in repr([event.message for event in events])
+
+
+def test_a_server_echoing_the_credentials_in_json_errors_reaches_no_status(tenancy):
+    """Issue 37 item 7: LSF repeated any JSON {"message"}, IBM Quantum's IAM any {"message"},
+    {"error"}, {"detail"} or {"title"}, and a password echoed XML-escaped or an API key echoed
+    URL-encoded was not scrubbed. A URL that answers so now reads nothing back into the status."""
+    ctx, tenants = tenancy, tenancy.tenants
+    password, api_key = "p&ss<w>rd-37", "api/key+37Zx=="
+    tenants.secret(tenants.a, "lsf-echo", {"user": "bridge", "password": password})
+    tenants.secret(tenants.a, "quantum-echo", {"apiKey": api_key, "serviceCrn": "crn:v1:x"})
+    tenants.bridgejob("lsf-echo", {"type": "lsf", "url": ctx.listener.url + ECHO + "/platform",
+                                   "credentialsSecretRef": {"name": "lsf-echo"}}, script="#!/bin/bash\ntrue\n")
+    tenants.bridgejob("quantum-echo", {"type": "quantum", "url": ctx.listener.url + ECHO + "/api/v1",
+                                       "iamUrl": ctx.listener.url + ECHO + "/iam",
+                                       "credentialsSecretRef": {"name": "quantum-echo"}},
+                      script="OPENQASM 3.0;\nqubit[1] q;\nbit[1] c;\nc[0] = measure q[0];\n", queue="ibm_manila")
+    forms = []
+    for secret in (password, api_key):
+        forms += [secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret),
+                  secret.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"),
+                  base64.b64encode(secret.encode()).decode()]
+    for name in ("lsf-echo", "quantum-echo"):
+        refused = tenants.wait(name, lambda o: condition(o, "BackendReachable").get("status") == "False" or phase(o) == "Failed")
+        status = json.dumps(refused.get("status"))
+        assert PAGE_SECRET not in status and not [form for form in forms if form in status], status
+    assert any(path.startswith(ECHO) for path in ctx.listener.paths())

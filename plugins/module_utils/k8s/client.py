@@ -31,10 +31,10 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     ShapeError,
     compilable,
     items,
+    manager_reason,
     newest_by_identity,
     not_json,
     select,
-    status_phrase,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AlreadyExists,
@@ -47,6 +47,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     Timeout,
     Unsupported,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils._output import scrub as scrub_secrets
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import RetryPolicy
 from ansible_collections.bridge.hpc.plugins.module_utils.k8s.compile import (
     ARRAY_ANNOTATION,
@@ -266,9 +267,8 @@ class K8sClient(Backend):
         return document
 
     def scrub(self, text):
-        for secret in sorted((s for s in self._secrets if s and len(s) >= 4), key=len, reverse=True):
-            text = text.replace(secret, "***")
-        return text
+        """`text` without the kubeconfig's credentials, in any encoding (_output.scrub)."""
+        return scrub_secrets(text, self._secrets)
 
     # -- plumbing
 
@@ -322,12 +322,9 @@ class K8sClient(Backend):
             body = json.loads(exc.body) if exc.body else {}
         except (ValueError, TypeError):
             body = None
-        # The apiserver answers errors with a Status; of another body (any page of the server a
-        # URL points at) only the HTTP status is said, as its status line is that server's too.
-        message = body.get("message") if isinstance(body, dict) and body.get("kind") == "Status" else None
-        if not isinstance(message, str) or not message:
-            message = status_phrase(status)
-        message = self.scrub(message)[:500]
+        # The apiserver answers errors with a Status, which vouches for it (manager_reason).
+        status_object = isinstance(body, dict) and body.get("kind") == "Status"
+        message = manager_reason(body.get("message") if status_object else None, status, self.scrub, status_object)
         if status in (401,):
             return self.error(AuthFailed, "authentication failed: %s" % message, verb, obj, ident, status)
         if status == 403:

@@ -34,7 +34,6 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     compilable,
     newest_by_identity,
     select,
-    status_phrase,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
@@ -129,6 +128,8 @@ class LsfClient(Backend):
         endpoint = self.endpoint("POST", "/ws/logon")
         token = self.decoded(_token, self.answer(response, endpoint, "log on", "user", self.user), endpoint, "log on",
                              "user", self.user)
+        # Only Application Center trades a user and password for a token: its later answers are PAC's.
+        self.transport.vouched = True
         # The token is user"expiry"signature...; PAC wants every " as the literal #quote#.
         self.transport.secrets.extend([token, token.replace('"', QUOTE)])
         self._cookie = "%s=%s" % (COOKIE, token.replace('"', QUOTE))
@@ -158,16 +159,13 @@ class LsfClient(Backend):
         root, value = unwrap(answer)
         if root in ("error", "errMsg"):
             # PAC may answer a refusal with 200 and an XML error body.
-            raise self.error(Rejected, self.transport.scrub(error_text(answer) or "refused without a message"),
+            raise self.error(Rejected, self.reason(error_text(answer), None) or "refused with an error answer",
                              verb, obj, ident, response.status_code)
         return value
 
     def _reason(self, response):
-        """PAC's message in an error answer: <error>, legacy <errMsg>, or a JSON object.
-
-        Of another body (an HTML page, a text, other XML) only the HTTP status is said: it may be
-        any page of the server a URL points at, which must not be read back to whoever chose it.
-        """
+        """PAC's message in an error answer (<error>, legacy <errMsg>, or a JSON object) as
+        manager_reason lets it be said: only once the server has answered a logon as PAC."""
         try:
             answer = parse_answer(response.text)
         except ValueError:
@@ -176,7 +174,7 @@ class LsfClient(Backend):
         message = None
         if root in ("error", "errMsg") or (root is None and isinstance(value, dict)):
             message = error_text(answer)
-        return self.transport.scrub(message or status_phrase(response.status_code))[:500]
+        return self.reason(message, response.status_code)
 
     def refuse(self, response, verb, obj, ident):
         status = response.status_code
@@ -294,7 +292,7 @@ class LsfClient(Backend):
                 return
             raise
         if message and _BKILL_NO_JOB.search(message):
-            raise self.error(NotFound, message, "cancel", "job", job_id)
+            raise self.error(NotFound, self.reason(message, None) or "no such job", "cancel", "job", job_id)
 
     def download(self, job_id, path):
         """The bytes of a file of a job, as `pacclient download` fetches them: GET
@@ -313,7 +311,7 @@ class LsfClient(Backend):
             except ValueError:
                 root = None
             if root in ("errMsg", "error"):
-                raise self.error(Rejected, self.transport.scrub(error_text(answer) or "refused without a message"),
+                raise self.error(Rejected, self.reason(error_text(answer), None) or "refused with an error answer",
                                  "download", "file", path)
         return data
 

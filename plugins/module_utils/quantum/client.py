@@ -38,9 +38,9 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     compilable,
     decode,
     json_of,
+    manager_reason,
     newest_by_identity,
     select,
-    status_phrase,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
@@ -91,6 +91,8 @@ IAM_GRANT_TYPE = "urn:ibm:params:oauth:grant-type:apikey"
 # qiskit's jwt_token_manager renews at 80 % of a token's lifetime; so does Bridge.
 TOKEN_REFRESH_FRACTION = 0.8
 PAGE_SIZE = 200
+# IBM Cloud IAM's error codes ("BXNIM0415E": an unknown API key).
+IAM_ERROR_CODE = re.compile(r"^BXNIM\d{4}[EWI]$")
 
 
 def error_text(body):
@@ -124,6 +126,20 @@ def error_text(body):
     if not messages:
         messages = [body[key].strip() for key in ("detail", "title") if isinstance(body.get(key), str) and body[key].strip()]
     return "; ".join(messages) or None
+
+
+def ibm_error(body, status):
+    """Whether an error answer is in a format of IBM's own, which vouches for its server before
+    any other answer did (a wrong API key or Service-CRN is the first answer a user sees): IBM
+    Cloud's error model of the Runtime API, {"errors": [...], "trace", "status_code": the HTTP
+    status}, or IAM's {"errorCode": "BXNIM0415E", "errorMessage"}. A bare {"message"}, {"error"},
+    {"detail"} or {"title"} is any JSON service's."""
+    if not isinstance(body, dict):
+        return False
+    if isinstance(body.get("errorCode"), str) and IAM_ERROR_CODE.match(body["errorCode"]):
+        return True
+    return (isinstance(body.get("errors"), list) and isinstance(body.get("trace"), str)
+            and body.get("status_code") == status)
 
 
 def _jwt_claims(token):
@@ -341,6 +357,8 @@ class QuantumClient(Backend):
         now = self.clock()
         token, renew_after = decode(lambda body_: token_lifetime(body_, now), answer, endpoint, IAM, self.iam_url,
                                     "authenticate with", "API key")
+        # An access token for the API key: the server is IBM Cloud IAM, whose later errors may be said.
+        self.iam.vouched = True
         for transport_ in (self.transport, self.iam):
             if token not in transport_.secrets:
                 transport_.secrets.append(token)
@@ -367,13 +385,15 @@ class QuantumClient(Backend):
         return False
 
     def _reason(self, response, transport):
+        """The service's (or IAM's, `transport`'s) message in an error answer as manager_reason lets
+        it be said: once that server has answered as the API (a token, a device or job list), or
+        when the answer is in IBM's own error format (ibm_error)."""
         try:
-            message = error_text(response.json())
+            body = response.json()
         except ValueError:
-            message = None
-        # Only the JSON errors of the service (and IAM's) are shown: a body of another kind may be
-        # any page of the server a URL points at, so its status stands for it.
-        return transport.scrub(message or status_phrase(response.status_code))[:500]
+            body = None
+        vouched = transport.vouched or ibm_error(body, response.status_code)
+        return manager_reason(error_text(body), response.status_code, transport.scrub, vouched)
 
     def refuse(self, response, verb, obj, ident):
         status = response.status_code

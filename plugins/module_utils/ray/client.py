@@ -19,7 +19,6 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     ShapeError,
     compilable,
     items,
-    status_phrase,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AlreadyExists,
@@ -92,8 +91,8 @@ class RayClient(Backend):
         for marker, error_type in (("already exists", AlreadyExists), ("non-terminal state", Rejected)):
             line = _line_with(text, marker)
             if line:
-                raise self.error(error_type, self.transport.scrub(line), verb, obj, ident, status)
-        reason = self.transport.scrub(_last_line(text) or status_phrase(status))
+                raise self.error(error_type, self.reason(line, status), verb, obj, ident, status)
+        reason = self.reason(_last_line(text), status)
         if status in (401, 403):
             raise self.error(AuthFailed, "authentication failed: the token was refused (%s)" % reason,
                              verb, obj, ident, status)

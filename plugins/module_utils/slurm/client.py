@@ -25,9 +25,9 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     ShapeError,
     compilable,
     items,
+    manager_reason,
     newest_by_identity,
     select,
-    status_phrase,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     AuthFailed,
@@ -366,8 +366,11 @@ class SlurmClient(Backend):
         self.cluster = cluster if isinstance(cluster, str) and cluster else self.cluster
         release = _named_release(body)
         self.release = release or self.release
+        # Slurm's words are said once the server has answered as slurmrestd: a ping, or this very
+        # answer naming its Slurm release in meta, as slurmrestd's errors do.
+        vouched = self.transport.vouched or release is not None
         for warning in warnings:
-            note = self.transport.scrub(_error_text(warning))
+            note = manager_reason(_error_text(warning), None, self.transport.scrub, vouched)
             if note and note not in self.warnings and not HARMLESS_WARNING.search(note):
                 self.warnings.append(note)
         errors = [e for e in errors if (_error_number(e) != 0 or _error_text(e)) and _error_number(e) != NOTHING_FOUND]
@@ -376,11 +379,14 @@ class SlurmClient(Backend):
         if status < 400 and created_key and body.get(created_key):
             for error in errors:
                 self.warnings.append("Slurm accepted %s '%s' with an error: %s" % (
-                    obj, body.get(created_key), self.transport.scrub(_error_text(error))))
+                    obj, body.get(created_key), manager_reason(_error_text(error), None, self.transport.scrub,
+                                                               vouched) or "not repeated: the server has not shown it is slurmrestd"))
             return body
-        reason = self.transport.scrub("; ".join(_error_text(e) for e in errors) or status_phrase(status))
+        words = "; ".join(_error_text(e) for e in errors)
+        reason = manager_reason(words, status, self.transport.scrub, vouched)
         numbers = [_error_number(e) for e in errors]
-        lowered = reason.lower()
+        # Slurm's words classify the error even where they are not said; never a secret's words.
+        lowered = self.transport.scrub(words).lower()
         if status in (401, 511) or "authentication" in lowered or "jwt" in lowered or "token" in lowered:
             raise self.error(AuthFailed, "authentication failed: the user or token was refused (%s)" % reason,
                              verb, obj, ident, status)

@@ -445,7 +445,9 @@ def real_client_answering(handler):
 def test_auth_failure_is_a_parser_error_without_the_token(tmp_path, monkeypatch):
     def handler(request):
         assert request.url.path == "/slurm/v0.0.38/partitions/"
-        return httpx.Response(401, json={"errors": [{"error": "token %s expired" % TOKEN}]})
+        # slurmrestd's meta names its release, so its words are said (scrubbed).
+        return httpx.Response(401, json={"meta": {"Slurm": {"release": "22.05.8"}},
+                                         "errors": [{"error": "token %s expired" % TOKEN}]})
 
     monkeypatch.setattr(plugin_module, "SlurmClient", real_client_answering(handler))
     with pytest.raises(AnsibleParserError) as err:

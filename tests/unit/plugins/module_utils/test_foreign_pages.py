@@ -94,12 +94,16 @@ def test_no_error_repeats_the_page(server, token_service, name, where, page, sta
         client.close()
 
 
-@pytest.mark.parametrize("name", ["kubernetes", "ray", "slurm"])
+@pytest.mark.parametrize("name", sorted(BACKENDS))
 @pytest.mark.parametrize("status", [404, 500])
-def test_a_json_error_in_another_format_than_the_managers_is_not_repeated(server, token_service, name, status):
-    # A Kubernetes Status, Slurm's errors[] and Ray's text are these managers' formats; a JSON
-    # {"message"} is LSF's and IBM Quantum's own, so they are not asked.
-    server.serve_page(status, "application/json", json.dumps({"message": SECRET, "detail": SECRET}))
+def test_a_json_error_of_a_server_that_has_not_shown_it_is_the_api_is_not_repeated(server, token_service, name, status):
+    # Every field a manager's client reads its message from (issue 37: LSF repeated any {"message"},
+    # IBM Quantum any {"message"}, {"error"}, {"detail"} or {"title"}, Slurm any errors[]), in a body
+    # that carries no mark of the manager (a Kubernetes Status, slurmrestd's meta, IBM's trace).
+    fields = ("message", "detail", "error", "title", "errMsg", "errorMessage", "description")
+    body = dict((field, SECRET) for field in fields)
+    body["errors"] = [dict((field, SECRET) for field in fields)]
+    server.serve_page(status, "application/json", json.dumps(body))
     client = client_for(BACKENDS[name], server.url, token_service.url)
     try:
         with pytest.raises(BridgeError) as failed:

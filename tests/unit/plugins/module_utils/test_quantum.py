@@ -194,6 +194,7 @@ def test_error_text_reads_every_error_shape(body, expected):
 ])
 def test_error_answers_become_typed_errors_with_the_services_reason(stub, response, error, text):
     client = stub.client()
+    client.devices()  # the server has answered as the Runtime API: its words may be said
     stub.fail_next.append(("GET", "/api/v1/jobs/d1", response))
     with pytest.raises(error) as failed:
         client.get("d1")
@@ -441,7 +442,8 @@ def test_a_submit_that_never_arrived_says_so(stub, failure):
 
 def test_a_refused_submit_is_not_looked_up(stub):
     client = stub.client()
-    stub.fail_next.append(("POST", "/api/v1/jobs", httpx.Response(400, json={"errors": [{"message": "bad pub"}]})))
+    stub.fail_next.append(("POST", "/api/v1/jobs", httpx.Response(400, json={
+        "errors": [{"message": "bad pub"}], "trace": "0f", "status_code": 400})))
     with pytest.raises(Rejected, match="bad pub"):
         client.submit(spec())
     assert not [url for _method, url in stub.api_requests() if "tags=" in url]
