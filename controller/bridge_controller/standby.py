@@ -4,7 +4,13 @@ Starting ansible-playbook and loading the module costs ~1.4 s, far more than a s
 A standby has done that already and waits on its pipe (handoff.py), so an idle controller's
 submit costs its requests only. Each holds ~150 MiB, so a few at most are kept, for the backends
 used last. The pool keeps started playbooks only; `start(action, backend)` (the runner's) starts
-one and returns an object with `action`, `backend`, `pipe`, `started_at`, `alive()` and `finish()`.
+one and returns an object with `action`, `backend`, `pipe`, `started_at`, `alive()`, `dismiss()`
+and `finish()`.
+
+`max_standby` holds at every moment: a slot is taken, under the lock, before a playbook is started
+for it, so that twenty new backends at once start two standbys, not twenty. And a standby let go
+is killed (`dismiss()`), never asked to end: an empty write to a playbook still starting under
+load went unread, and it then waited out its handoff_timeout (900 s) with ~150 MiB.
 """
 
 import collections
@@ -12,7 +18,6 @@ import json
 import threading
 import time
 
-from bridge_controller.handoff import write_to_pipe
 
 # The module gives up waiting after its handoff_timeout (900 s): a standby this old is not used.
 STANDBY_MAX_AGE = 600
@@ -30,8 +35,14 @@ class StandbyPool:
         self.max_standby = max_standby
         self.clock = clock
         self._standby = collections.OrderedDict()   # standby_key -> started, least recently used first
+        self._starting = set()                      # standby_keys whose playbook is being started
         self._lock = threading.Lock()
         self._closed = False
+
+    def count(self):
+        """Standby playbooks now, those being started included; never more than max_standby."""
+        with self._lock:
+            return len(self._standby) + len(self._starting)
 
     def take(self, action, backend):
         """The standby for this action and backend, now no longer in the pool; None if none is fit."""
@@ -44,28 +55,43 @@ class StandbyPool:
         self.dismiss(started)
         return None
 
-    def dismiss(self, started):
-        # An empty document ends the module idle; the playbook then exits on its own.
-        write_to_pipe(started.pipe, b"", started.alive, timeout=5.0, clock=self.clock)
+    @staticmethod
+    def dismiss(started):
+        """Kill a standby that is not used, at once; its thread is joined in the background."""
+        started.dismiss()
         threading.Thread(target=started.finish, name="bridge-dismissed", daemon=True).start()
 
     def replenish(self, action, backend):
-        """Start a standby for this action and backend unless there is one or the action has none."""
+        """Start a standby for this action and backend unless there is one or the action has none.
+
+        When every slot is taken, the standby of the backend used longest ago makes room; when
+        every slot is a playbook still being started, none starts (the batch starts its own).
+        """
         key = standby_key(action, backend)
+        evicted = None
         with self._lock:
-            if action not in self.actions or self._closed or key in self._standby:
+            if action not in self.actions or self._closed or key in self._standby or key in self._starting:
                 return
-        started = self.start(action, backend)
-        dismissed = []
+            if len(self._standby) + len(self._starting) >= self.max_standby:
+                if not self._standby:
+                    return
+                evicted = self._standby.popitem(last=False)[1]
+            self._starting.add(key)
+        if evicted is not None:
+            self.dismiss(evicted)
+        try:
+            started = self.start(action, backend)
+        except BaseException:
+            with self._lock:
+                self._starting.discard(key)
+            raise
         with self._lock:
-            if self._closed or key in self._standby:
-                dismissed.append(started)
-            else:
+            self._starting.discard(key)
+            kept = not self._closed
+            if kept:
                 self._standby[key] = started
-                while len(self._standby) > self.max_standby:
-                    dismissed.append(self._standby.popitem(last=False)[1])
-        for extra in dismissed:
-            self.dismiss(extra)
+        if not kept:
+            self.dismiss(started)
 
     def prepare(self, backend):
         """Have standbys ready for a backend before its first batch (a new CR's backend)."""
@@ -90,10 +116,10 @@ class StandbyPool:
                 self.replenish(started.action, started.backend)
 
     def close(self):
-        """End every standby (each exits idle); no new one starts afterwards."""
+        """Kill every standby and wait for each; no new one starts afterwards."""
         with self._lock:
             self._closed = True
             standbys, self._standby = list(self._standby.values()), collections.OrderedDict()
         for started in standbys:
-            self.dismiss(started)
+            started.dismiss()
             started.finish()
