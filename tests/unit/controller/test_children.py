@@ -23,7 +23,7 @@ class SlowStarted:
     """A standby whose start takes a while, as ansible-playbook's does on a busy machine."""
 
     def __init__(self, action, backend):
-        self.action, self.backend, self.pipe, self.started_at = action, backend, "/nonexistent", 0.0
+        self.action, self.backend, self.pipe, self.started_at = action, backend, "/nonexistent", time.monotonic()
         self.dismissed = self.finished = False
 
     def alive(self):
