@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import shlex
+import threading
 import time
 import uuid
 
@@ -133,6 +134,10 @@ class AnsibleRunner:
         # A standby holds ansible-playbook and the module in memory (~150 MiB): a few at most,
         # for the backends used last.
         self.standby = StandbyPool(self._start, actions=standby, max_standby=max_standby, clock=clock)
+        # ansible-runner writes an action's inputs (inventory/hosts, behind a lock file it removes)
+        # when a run starts: two starts at once in one private data dir failed with
+        # FileNotFoundError on '.artifact_write_lock', as 20 new backends at once did.
+        self._run_async_lock = threading.Lock()
         # An exit that does not pass close() (an exception in main) still takes the children along.
         atexit.register(self.close)
         # With leader election, main.py sets this to the elector's gate: a playbook does not start,
@@ -166,16 +171,21 @@ class AnsibleRunner:
             # the module finds in the environment ansible-runner passes on.
             envvars["K8S_AUTH_KUBECONFIG"] = self.kubeconfig
         started = Started(action, backend, pipe, self.clock())
-        started.thread, started.runner = ansible_runner.run_async(
-            private_data_dir=os.path.join(self.work_dir, action), project_dir=self.playbook_dir,
-            # ansible-runner names no playbook to a `binary` of its own: the launcher gets it first.
-            binary=self.launcher, cmdline=shlex.quote(os.path.join(os.path.abspath(self.playbook_dir), PLAYBOOKS[action])),
-            playbook=PLAYBOOKS[action], inventory="localhost ansible_connection=local",
-            # The one extra var: the type, checked to be one of the backends' names above. The
-            # rest of the connection goes through the pipe, where nothing is a template.
-            extravars={"backend": {"type": backend["type"]}}, envvars=envvars, ident="%s-%s" % (action, uuid.uuid4().hex[:12]),
-            rotate_artifacts=self.rotate_artifacts, suppress_env_files=True, quiet=True,
-            cancel_callback=lambda: self._cancelled(started))
+        try:
+            with self._run_async_lock:
+                started.thread, started.runner = ansible_runner.run_async(
+                    private_data_dir=os.path.join(self.work_dir, action), project_dir=self.playbook_dir,
+                    # ansible-runner names no playbook to a `binary` of its own: the launcher gets it first.
+                    binary=self.launcher, cmdline=shlex.quote(os.path.join(os.path.abspath(self.playbook_dir), PLAYBOOKS[action])),
+                    playbook=PLAYBOOKS[action], inventory="localhost ansible_connection=local",
+                    # The one extra var: the type, checked to be one of the backends' names above. The
+                    # rest of the connection goes through the pipe, where nothing is a template.
+                    extravars={"backend": {"type": backend["type"]}}, envvars=envvars, ident="%s-%s" % (action, uuid.uuid4().hex[:12]),
+                    rotate_artifacts=self.rotate_artifacts, suppress_env_files=True, quiet=True,
+                    cancel_callback=lambda: self._cancelled(started))
+        except BaseException:
+            os.unlink(pipe)   # no playbook will ever read it
+            raise
         return started
 
     def _write_ansible_config(self):
