@@ -20,6 +20,18 @@ from bridge_controller.backends import credential_keys
 # The Secret key of a Slurm login node's private key (spec.login of the backend), handed over in
 # the module's `login` option as its private_key: content, never a path.
 LOGIN_KEY = "loginPrivateKey"
+# The file beside a runner's pipes that it holds a shared flock on while it lives: a waiting module
+# that can take the lock knows that no controller will ever write to it, and exits (the module's
+# side, module_utils/_handoff.py, names it too; a unit test proves they agree).
+CONTROLLER_LOCK = "controller.lock"
+
+
+def hold_controller_lock(pipe_dir):
+    """The open file (an fd, close-on-exec) that holds the shared lock on `pipe_dir`'s
+    CONTROLLER_LOCK; closing it tells the modules waiting there to give up."""
+    fd = os.open(os.path.join(pipe_dir, CONTROLLER_LOCK), os.O_RDONLY | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
 
 
 def handoff_document(action, connection, credentials, jobs=None, identities=None, wait_timeout=120, output_lines=None,

@@ -51,9 +51,9 @@ def remove_orphans(handoff_dir):
     """SIGKILL what dead controllers with this work dir left running, and remove their pipes.
 
     Each runner keeps its pipes in handoff/<pid>-<random>. Ansible's workers call setsid(), so a
-    SIGKILLed controller's modules are not hung up with it: a standby would wait out its
-    handoff_timeout (900 s) holding ~150 MiB. In a container they die with it; elsewhere (a
-    restarted process, the tests) they are found here by the pipe path in their environment.
+    SIGKILLed controller's modules are not hung up with it. The launcher (launcher.py) kills them
+    when the controller dies, and a waiting module exits once the controller's lock is free; what
+    escaped both (a launcher SIGKILLed itself, say) is found here by the pipe path in its environment.
     Another live controller's dirs are left alone (two may share a work dir), and so are this
     process's own runners'. A dir with our pid that is not one of them is stale: in a container
     the restarted controller often gets the dead one's pid.

@@ -4,16 +4,25 @@
 for many CRs and returns the module's own result. The work and the credentials go through the
 playbook's pipe (handoff.py); a standby playbook (standby.py) is used when one waits for this
 action and backend. Test doubles that answer like the playbooks live under tests/unit/controller.
+
+What runs at most: `max_standby` standby playbooks, plus one playbook per thread that calls run()
+(the executor's batch and poll threads: RUNNING_AT_ONCE). Each is started through the launcher
+(launcher.py), which dies with the controller and takes the playbook's processes with it, and
+close() (at exit too) kills whatever of this runner's is left.
 """
 
+import atexit
 import hashlib
 import json
 import os
+import shlex
+import threading
 import time
 import uuid
 
 from bridge_controller.backends import BACKENDS
-from bridge_controller.handoff import handoff_document, write_to_pipe
+from bridge_controller.handoff import handoff_document, hold_controller_lock, write_to_pipe
+from bridge_controller.launcher import CONTROLLER_PID, write_launcher
 from bridge_controller.processes import LIVE_PIPE_DIRS, kill_descendants, remove_orphans
 from bridge_controller.standby import StandbyPool
 
@@ -24,6 +33,10 @@ TASK_NAME = "Bridge"
 # at ~1,200 jobs, and a submit that finds many existing jobs when bridge.hpc.jobs is asked for their
 # native records. Events only rotate on this disk, and the controller needs the whole result.
 MAX_EVENT_RES = str(2 ** 62)
+# Playbooks running work at once: run() is called by the executor's batch thread (submits and
+# cancels) and its poll thread, one playbook each. With the standbys, a controller runs at most
+# RUNNING_AT_ONCE + max_standby playbooks (docs/controller.md).
+RUNNING_AT_ONCE = 2
 
 
 def ca_file(directory, pem):
@@ -61,6 +74,11 @@ def module_result(events):
     return None
 
 
+def handoff_marker(pipe):
+    """The environment entry every process of the playbook waiting on `pipe` carries."""
+    return "BRIDGE_HANDOFF=" + pipe
+
+
 class Started:
     """One playbook run: started, waiting on its pipe for work or doing it."""
 
@@ -71,6 +89,12 @@ class Started:
 
     def alive(self):
         return self.thread.is_alive()
+
+    def dismiss(self):
+        """Kill it, whatever it is doing: its processes now, and through the cancel callback a
+        playbook ansible-runner has not spawned yet (it checks every pexpect_timeout)."""
+        self.abandoned = True
+        kill_descendants(marker=handoff_marker(self.pipe))
 
     def finish(self):
         self.thread.join()
@@ -101,12 +125,20 @@ class AnsibleRunner:
         self.pipe_dir = os.path.join(handoff_dir, "%d-%s" % (os.getpid(), uuid.uuid4().hex[:8]))
         os.makedirs(self.pipe_dir, mode=0o700)
         LIVE_PIPE_DIRS.add(self.pipe_dir)
+        self._controller_lock = hold_controller_lock(self.pipe_dir)
+        self.launcher = write_launcher(work_dir)
         for action in PLAYBOOKS:
             self._ask_often(os.path.join(work_dir, action))
         self.ansible_config = os.environ.get("ANSIBLE_CONFIG") or self._write_ansible_config()
         # A standby holds ansible-playbook and the module in memory (~150 MiB): a few at most,
         # for the backends used last.
         self.standby = StandbyPool(self._start, actions=standby, max_standby=max_standby, clock=clock)
+        # ansible-runner writes an action's inputs (inventory/hosts, behind a lock file it removes)
+        # when a run starts: two starts at once in one private data dir failed with
+        # FileNotFoundError on '.artifact_write_lock', as 20 new backends at once did.
+        self._run_async_lock = threading.Lock()
+        # An exit that does not pass close() (an exception in main) still takes the children along.
+        atexit.register(self.close)
         # With leader election, main.py sets this to the elector's gate: a playbook does not start,
         # and a running one (a standby too) is killed, once this replica may no longer act.
         self.may_act = None
@@ -126,21 +158,28 @@ class AnsibleRunner:
             raise RunnerError("no playbook for backend type %r" % (backend.get("type"),))
         pipe = os.path.join(self.pipe_dir, "%s-%s" % (action, uuid.uuid4().hex[:12]))
         os.mkfifo(pipe, 0o600)
-        envvars = {"BRIDGE_HANDOFF": pipe, "ANSIBLE_CONFIG": self.ansible_config, "ANSIBLE_LOCALHOST_WARNING": "0",
+        envvars = {"BRIDGE_HANDOFF": pipe, CONTROLLER_PID: str(os.getpid()), "ANSIBLE_CONFIG": self.ansible_config, "ANSIBLE_LOCALHOST_WARNING": "0",
                    "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0", "MAX_EVENT_RES": MAX_EVENT_RES}
         if self.collections_path:
             envvars["ANSIBLE_COLLECTIONS_PATH"] = self.collections_path
         if self.python:
             envvars["ANSIBLE_PYTHON_INTERPRETER"] = self.python
         started = Started(action, backend, pipe, self.clock())
-        started.thread, started.runner = ansible_runner.run_async(
-            private_data_dir=os.path.join(self.work_dir, action), project_dir=self.playbook_dir,
-            playbook=PLAYBOOKS[action], inventory="localhost ansible_connection=local",
-            # The one extra var: the type, checked to be one of the backends' names above. The
-            # rest of the connection goes through the pipe, where nothing is a template.
-            extravars={"backend": {"type": backend["type"]}}, envvars=envvars, ident="%s-%s" % (action, uuid.uuid4().hex[:12]),
-            rotate_artifacts=self.rotate_artifacts, suppress_env_files=True, quiet=True,
-            cancel_callback=lambda: self._cancelled(started))
+        try:
+            with self._run_async_lock:
+                started.thread, started.runner = ansible_runner.run_async(
+                    private_data_dir=os.path.join(self.work_dir, action), project_dir=self.playbook_dir,
+                    # ansible-runner names no playbook to a `binary` of its own: the launcher gets it first.
+                    binary=self.launcher, cmdline=shlex.quote(os.path.join(os.path.abspath(self.playbook_dir), PLAYBOOKS[action])),
+                    playbook=PLAYBOOKS[action], inventory="localhost ansible_connection=local",
+                    # The one extra var: the type, checked to be one of the backends' names above. The
+                    # rest of the connection goes through the pipe, where nothing is a template.
+                    extravars={"backend": {"type": backend["type"]}}, envvars=envvars, ident="%s-%s" % (action, uuid.uuid4().hex[:12]),
+                    rotate_artifacts=self.rotate_artifacts, suppress_env_files=True, quiet=True,
+                    cancel_callback=lambda: self._cancelled(started))
+        except BaseException:
+            os.unlink(pipe)   # no playbook will ever read it
+            raise
         return started
 
     def _write_ansible_config(self):
@@ -164,7 +203,7 @@ class AnsibleRunner:
 
     def _cancelled(self, started):
         if started.abandoned:
-            kill_descendants(marker="BRIDGE_HANDOFF=" + started.pipe)
+            kill_descendants(marker=handoff_marker(started.pipe))
             return True
         if self.may_act is None or self.may_act():
             return False
@@ -181,7 +220,10 @@ class AnsibleRunner:
                                     output_lines, output_secrets, output_follow)
         data = json.dumps(document).encode("utf-8")
         started = self.standby.take(action, backend)
-        if started is None or not write_to_pipe(started.pipe, data, started.alive, clock=self.clock):
+        if started is not None and not write_to_pipe(started.pipe, data, started.alive, clock=self.clock):
+            self.standby.dismiss(started)   # it never took the work: it must not wait on
+            started = None
+        if started is None:
             started = self._start(action, backend)
             if not write_to_pipe(started.pipe, data, started.alive, clock=self.clock):
                 started.abandoned = True
@@ -207,5 +249,10 @@ class AnsibleRunner:
         self.standby.refresh()
 
     def close(self):
-        """End every standby (each exits idle); a run in progress is not touched."""
+        """Kill every standby and whatever else of this runner's is left (main.py calls this once
+        the batch and poll threads finished their playbooks), and let go of the controller's lock."""
         self.standby.close()
+        kill_descendants(marker=handoff_marker(self.pipe_dir + os.sep))
+        if self._controller_lock is not None:
+            os.close(self._controller_lock)
+            self._controller_lock = None

@@ -25,7 +25,9 @@ options:
         a template. A handed-over secret (C(token), LSF's C(password), IBM Quantum's C(api_key)) is scrubbed from all
         output like the option of its name.
       - When nothing is written within O(handoff_timeout) seconds the module ends unchanged with no
-        results.
+        results. It ends so at once, too, when a C(controller.lock) file beside the pipe is no longer
+        locked (C(flock)) by anyone: the controller that made the pipe holds that lock while it lives,
+        and is gone.
     type: path
   handoff_timeout:
     description:

@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import select
+import time
 
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import BridgeError, SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._login import HANDED_OVER
@@ -37,17 +38,48 @@ HANDOFF_OPTIONS = dict(
 )
 
 
-def read_handoff(path, timeout):
-    """The JSON document a writer puts into the named pipe `path`, or None when none came in time.
+# The controller holds a shared flock on this file, next to its pipes, for as long as it lives
+# (bridge_controller/handoff.py names it too). The kernel drops the lock with the process, however
+# it ends, and no other process can take its pid's place in it.
+CONTROLLER_LOCK = "controller.lock"
+# Seconds between two looks at that lock while the module waits for its work.
+LIVENESS_INTERVAL = 1.0
+
+
+def controller_gone(path):
+    """True when the controller that made the pipe `path` holds its lock no longer: it ended, or
+    was killed, and will never write. A pipe without that lock beside it (made by hand) has none."""
+    try:
+        fd = os.open(os.path.join(os.path.dirname(path), CONTROLLER_LOCK), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # held: the controller is there
+    finally:
+        os.close(fd)
+    return True
+
+
+def read_handoff(path, timeout, clock=time.monotonic):
+    """The JSON document a writer puts into the named pipe `path`, or None when none came in time
+    or the controller that made the pipe is gone.
 
     The pipe is opened without blocking, so that waiting is bounded by `timeout` even when no
-    writer ever opens it (a controller that died leaves its standby playbooks behind).
+    writer ever opens it, and the module looks at the controller's lock every LIVENESS_INTERVAL:
+    a standby playbook of a controller that died exits then, not after its handoff_timeout.
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        readable, _writable, _failed = select.select([fd], [], [], timeout)
-        if not readable:
-            return None
+        deadline = clock() + timeout
+        while True:
+            remaining = deadline - clock()
+            if remaining <= 0 or controller_gone(path):
+                return None
+            readable, _writable, _failed = select.select([fd], [], [], min(remaining, LIVENESS_INTERVAL))
+            if readable:
+                break
         # The writer is there: read to its end, blocking, however large the document.
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
         chunks = []

@@ -5,7 +5,7 @@ and runs with leader election, as deployed. Covered: spec.cancel on a running CR
 for a while (BackendReachable False, then every status catches up); the controller SIGKILLed at
 random moments during 50 submissions (no duplicate Slurm job, every CR gets a job id); no token in
 the controller's logs, statuses, events or runner directory. On Slurm 24.11, with every core busy:
-the controller SIGKILLed alone (its playbooks run on, as outside a container) during a burst of 200
+the controller SIGKILLed alone (as outside a container; its playbooks die with it) during a burst of 200
 CRs and again as it writes their statuses; the restarted one gives every CR whose job exists its job id.
 
 The outage test's controller reaches 22.05's slurmrestd through a relay of its own (conftest.Relay):
@@ -91,8 +91,9 @@ class Controller:
         return len(victims)
 
     def kill_alone(self):
-        """SIGKILL the controller process only, as outside a container: its playbooks run on (Ansible's
-        workers setsid()). Returns the pids of those left running."""
+        """SIGKILL the controller process only, as outside a container: its playbooks die with it
+        (launcher.py), Ansible's detached workers too. Returns the pids of those still running
+        right after."""
         below = descendants(self.process.pid)
         os.kill(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=30)
@@ -379,7 +380,8 @@ def cpu_burners(seconds):
 @pytest.mark.serial
 def test_restarts_under_load_converge_whatever_predecessors_left_running(setup_24_11):
     """Issue item 9: 200 held jobs on Slurm 24.11, every core busy, the controller SIGKILLed alone (its
-    playbooks run on) 2 s into the burst and again as it writes the statuses of the burst's jobs.
+    playbooks die with it, the jobs they submitted stay) 2 s into the burst and again as it writes the
+    statuses of the burst's jobs.
 
     The restarted controller's lookup then finds jobs no status names yet, each with its native record
     (~6 KB): ansible-runner used to drop a result that large (over MAX_EVENT_RES), so every such CR
@@ -428,10 +430,9 @@ def test_restarts_under_load_converge_whatever_predecessors_left_running(setup_2
 
             wait_for(without_their_job_id, lambda names: not names, timeout=restarted + 2 * poll - time.monotonic(),
                      interval=0.5)
-            print("%d of %d CRs had a job at the last restart; processes left running by the killed controllers: "
+            print("%d of %d CRs had a job at the last restart; processes still running as the killed controllers died: "
                   "%s; every job id %.1fs after the last restart"
                   % (len(existing), count, [len(pids) for pids in left], time.monotonic() - restarted))
-        assert any(left), "the killed controllers left no playbook running: not the case under test"
         wait_for(jobs_by_identity, lambda found: len(found) == count, timeout=60)
         found = jobs_by_identity()
         assert dict((uids[k], v) for k, v in found.items() if len(v) > 1) == {}

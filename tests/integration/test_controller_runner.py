@@ -16,6 +16,7 @@ from conftest import COLLECTIONS, REPO, require_lsf, require_quantum, require_sl
 
 sys.path.insert(0, os.path.join(REPO, "controller"))
 
+from bridge_controller.handoff import CONTROLLER_LOCK  # noqa: E402  pylint: disable=wrong-import-position
 from bridge_controller.runner import AnsibleRunner, module_result  # noqa: E402  pylint: disable=wrong-import-position
 
 
@@ -50,7 +51,7 @@ def test_batch_submit_poll_cancel_through_ansible_runner(tmp_path, monkeypatch):
     leaks = subprocess.run(["grep", "-rl", values["SLURM_JWT"], str(tmp_path)], capture_output=True, text=True, check=False)
     assert leaks.stdout == "", "the token reached the runner directory: %s" % leaks.stdout
     runner.close()
-    assert not os.listdir(runner.pipe_dir), "every pipe is removed once its playbook ended"
+    assert os.listdir(runner.pipe_dir) == [CONTROLLER_LOCK], "every pipe is removed once its playbook ended"
 
 
 def by_hand(tmp_path, action, extra_vars, secret):

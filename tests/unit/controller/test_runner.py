@@ -222,10 +222,13 @@ class StubStarted:
 
     def __init__(self, action, backend, pipe, started_at):
         self.action, self.backend, self.pipe, self.started_at, self.living = action, backend, pipe, started_at, True
-        self.finished = False
+        self.finished = self.dismissed = False
 
     def alive(self):
         return self.living
+
+    def dismiss(self):
+        self.dismissed, self.living = True, False
 
     def finish(self):
         self.finished = True
