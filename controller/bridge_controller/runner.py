@@ -89,13 +89,16 @@ class AnsibleRunner:
     """
 
     def __init__(self, playbook_dir, work_dir, collections_path=None, rotate_artifacts=50, python=None,
-                 standby=("submit",), max_standby=2, clock=time.monotonic, kubeconfig=None):
+                 standby=("submit",), max_standby=2, clock=time.monotonic, kubeconfig=None, allow_list=None):
         self.playbook_dir = playbook_dir
         self.work_dir = work_dir
         self.collections_path = collections_path
         self.rotate_artifacts = rotate_artifacts
         self.python = python
         self.kubeconfig = kubeconfig
+        # The operator's --allowed-backend-url (policy.AllowList), which the modules check every
+        # request against; None: any URL.
+        self.allow_list = allow_list
         self.clock = clock
         handoff_dir = os.path.join(os.path.abspath(work_dir), "handoff")
         remove_orphans(handoff_dir)
@@ -133,6 +136,8 @@ class AnsibleRunner:
             envvars["ANSIBLE_COLLECTIONS_PATH"] = self.collections_path
         if self.python:
             envvars["ANSIBLE_PYTHON_INTERPRETER"] = self.python
+        if self.allow_list is not None:
+            envvars.update(self.allow_list.environment())
         if self.kubeconfig:
             # backend.type kubernetes without a kubeconfig Secret runs Jobs on the controller's own
             # cluster: its --kubeconfig here (a path, no secret), in-cluster its ServiceAccount, which

@@ -30,6 +30,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._output import tail
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import refuse_unsupported, require_program
+from ansible_collections.bridge.hpc.plugins.module_utils._urls import parse_url
 
 # Every normalized job has at least these keys; backends may add their own (partition, nodes, ...).
 JOB_KEYS = ("job_id", "name", "identity", "phase", "terminal", "native_state", "reason", "exit_code",
@@ -321,8 +322,7 @@ class Backend(object):
         if not url:
             sources = ["option url"] + ["environment %s" % name for name in cls.ENV.get("url", ())]
             raise SpecError("url", "%s is required (%s)" % (cls.URL_NAME, " or ".join(sources)))
-        if not re.match(r"^https?://[^/\s]+", url):
-            raise SpecError("url", "'%s' is not an http:// or https:// URL" % url)
+        parse_url(url, "url")
         return url
 
     # ---------------------------------------------------------------- what every backend does
