@@ -39,6 +39,7 @@ from bridge_controller.policy import Policy
 from bridge_controller.resolver import URL_CHANGED, Resolver
 from bridge_controller.spec import (
     backend_key,
+    backend_ref,
     identity_of,
     job_params,
     key_of,
@@ -46,6 +47,7 @@ from bridge_controller.spec import (
     output_lines,
     output_secrets,
     poll_interval,
+    ref_key,
     refusal,
 )
 from bridge_controller.writer import Writer
@@ -355,6 +357,11 @@ class Executor:
             why = self.resolver.url_change(obj, backend)
             if why:
                 self._count("url_changes_refused")
+                ref = backend_ref(obj)
+                if ref is not None:
+                    # Planned again at once when its backend object changes (its url set back).
+                    with self._lock:
+                        self.waiting_for_backend[ref_key(ref, obj["metadata"].get("namespace"))].add(key)
                 moved.append((key, obj, results.unreachable({"type": URL_CHANGED, "temporary": False, "message": why})))
             else:
                 kept.append((key, obj))

@@ -130,8 +130,7 @@ def test_a_url_changed_after_submit_gets_no_poll_cancel_or_retry_until_it_is_set
     settle(executor, queue)
     assert [call[0] for call in runner.calls] == ["submit"], "no cancel at the new URL either"
     assert "ns/a" in [key for key, _delay in queue.later], "retried later, at the backoff's cap"
-    catalog.put(backend_object("slurm-a"))
-    queue.add("ns/a")   # that retry, come due
+    catalog.put(backend_object("slurm-a"))   # planned again at once
     settle(executor, queue)
     assert [call[:2] for call in runner.calls][1:] == [("cancel", "http://slurm-a:6820")]
 
