@@ -44,6 +44,8 @@ KUBECONFIG_FEATURES = {
 USER_FIELDS = (("exec", "exec"), ("auth-provider", "exec"), ("tokenFile", "files"),
                ("client-certificate", "files"), ("client-key", "files"))
 CLUSTER_FIELDS = (("certificate-authority", "files"),)
+
+
 class Policy:
     """The operator's choices; the default allows any backend URL and no insecure kubeconfig feature."""
 
