@@ -69,7 +69,8 @@ def parse_url(text, field="url", schemes=HTTP_SCHEMES, query=False):
         raise SpecError(field, "a %% not followed by two hex digits is no percent-encoding")
     match = URL_FORM.match(text)
     if not match:
-        raise SpecError(field, "%r is not of the form %s" % (text, FORM))
+        raise SpecError(field, "%r is not an %s URL of the form %s" % (
+            text, " or ".join("%s://" % scheme for scheme in schemes), FORM))
     scheme = match.group("scheme")
     if scheme not in schemes:
         raise SpecError(field, "scheme %r is not allowed; use %s (in lowercase)" % (scheme, " or ".join(schemes)))
