@@ -163,9 +163,6 @@ def main(argv=None):
     api_client = client.ApiClient(configuration)
     queue = WorkQueue(max_workers=args.workers, rate_limiter=ExponentialBackoff(base=args.retry_base, cap=args.retry_cap))
     standby = [action for action in args.standby.split(",") if action]
-    # The allow-list is checked again by every request the clients send: the probe's, built in this
-    # process, read it from this environment, the playbooks' from the one the runner gives them.
-    os.environ.update(args.policy.allow_list.environment())
     runner = AnsibleRunner(args.playbook_dir, args.work_dir, collections_path=args.collections_path,
                            rotate_artifacts=args.rotate_artifacts, python=args.python, standby=standby,
                            max_standby=args.max_standby, kubeconfig=args.kubeconfig and os.path.abspath(args.kubeconfig),

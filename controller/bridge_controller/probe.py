@@ -192,6 +192,9 @@ class Prober:
             options["ca_path"] = self._ca(connection)
         options.update((option, credentials[key]) for option, key in credential_keys(backend_type) if credentials.get(key))
         client = self.clients(backend_type, options.get)
+        if kind_of(obj) != CLUSTER:
+            # A tenant's URL: every request the probe sends is checked, as the playbooks' are.
+            client.limit_urls(self.policy.allow_list)
         try:
             return client.capacity()
         finally:

@@ -17,6 +17,7 @@ from bridge_controller import backend_objects
 from bridge_controller.backends import namespaced
 from bridge_controller.kube import Missing
 from bridge_controller.policy import NAMESPACE_NOT_ALLOWED
+from bridge_controller.runner import OPERATOR_CHOSEN
 from bridge_controller.spec import backend_of, backend_ref, ref_key
 
 # The parts of spec.backend the runner connects with; the credentials go apart, through the pipe.
@@ -155,6 +156,10 @@ class Resolver:
             connection.pop("login", None)   # a Slurm login node is the only field that is there or not
         if namespaced(backend["type"]):
             connection["namespace"] = backend["job_namespace"] or backend["namespace"]
+        ref, _found = self.backend_object(obj)
+        if ref is not None and ref[0] == "ClusterBridgeBackend":
+            # The platform team's URL, not subject to --allowed-backend-url (runner.py).
+            connection[OPERATOR_CHOSEN] = True
         if backend["ca"]:
             connection["ca_pem"] = self.kube.read_config_map_key(backend["ca_namespace"], backend["ca"]["name"],
                                                                  backend["ca"].get("key") or "ca.crt")

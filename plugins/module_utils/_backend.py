@@ -342,6 +342,11 @@ class Backend(object):
         """HTTP requests this client has sent."""
         return self.transport.requests_sent
 
+    def limit_urls(self, allow_list):
+        """Check every later request against the _urls.AllowList `allow_list` (the controller's
+        probe of a tenant's BridgeBackend, in its own process, where no environment hands it over)."""
+        self.transport.allow_list = allow_list
+
     def describe(self):
         """The service: {"manager", "version", "api_version", "url", ...}; raises when the URL is
         not this manager's API (MalformedResponse naming what answered instead)."""

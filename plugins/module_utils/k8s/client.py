@@ -302,6 +302,9 @@ class K8sClient(Backend):
     def close(self):
         self.api_client.close()
 
+    def limit_urls(self, allow_list):
+        self.allow_list = allow_list
+
     def _call(self, verb, obj, ident, function, *args, **kwargs):
         """One API call; its JSON answer as plain data, through `parse` when given (an answer of
         another shape is MalformedResponse naming the call). Sent as every Bridge client sends: the

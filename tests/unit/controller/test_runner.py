@@ -298,7 +298,7 @@ def test_the_allow_list_reaches_the_playbooks_in_their_environment(tmp_path, mon
     import types
 
     from bridge_controller.policy import Policy
-    from bridge_controller.runner import AnsibleRunner
+    from bridge_controller.runner import OPERATOR_CHOSEN, AnsibleRunner
 
     started = []
     fake = types.SimpleNamespace(run_async=lambda **kwargs: started.append(kwargs) or (None, None))
@@ -306,5 +306,8 @@ def test_the_allow_list_reaches_the_playbooks_in_their_environment(tmp_path, mon
     policy = Policy(["http://slurm:6820", "https://ray.example/ray"])
     runner = AnsibleRunner(str(tmp_path / "playbooks"), str(tmp_path / "work"), standby=(), allow_list=policy.allow_list)
     runner._start("poll", {"type": "slurm", "url": "http://slurm:6820"})
+    runner._start("poll", {"type": "slurm", "url": "http://site:6820", OPERATOR_CHOSEN: True})
     runner.close()
     assert started[0]["envvars"]["BRIDGE_ALLOWED_URLS"] == "http://slurm:6820 https://ray.example/ray"
+    assert "BRIDGE_ALLOWED_URLS" not in started[1]["envvars"], "a ClusterBridgeBackend's URL is the operator's"
+    assert OPERATOR_CHOSEN not in runner._connection({"type": "slurm", "url": "http://site:6820", OPERATOR_CHOSEN: True})
