@@ -121,3 +121,18 @@ def test_a_proxy_the_client_would_use_must_be_allowed_too(monkeypatch):
     k8s = K8sClient(kubeconfig_content=kubeconfig("https://kube.test:6443"), retries=0)
     with pytest.raises(BackendURLNotAllowed, match="proxy"):
         k8s.describe()
+
+
+def test_limit_urls_sets_the_list_on_a_client_built_without_one(monkeypatch):
+    """The controller's probe builds clients in its own process, where no environment hands the list over."""
+    monkeypatch.delenv(ALLOWED_URLS_ENV, raising=False)
+    stub = ApiServerStub()
+    k8s = stub.client()
+    k8s.limit_urls(AllowList(["https://other.test:6443"]))
+    with pytest.raises(BackendURLNotAllowed):
+        k8s.describe()
+    ray = RayClient("http://ray.elsewhere:8265", retries=0)
+    ray.limit_urls(AllowList(["http://ray.allowed:8265"]))
+    with pytest.raises(BackendURLNotAllowed):
+        ray.describe()
+    assert stub.sent == [] and ray.requests_sent == 0
