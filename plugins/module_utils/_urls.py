@@ -13,10 +13,11 @@ a host that is no DNS name, dotted-quad IPv4 or bracketed IPv6 address (21307064
 0x7f.1, 0177.0.0.1, 127.1, a trailing dot), a bad port, and dot segments or encoded slashes in
 the path.
 
-The controller hands its --allowed-backend-url list to the modules it runs (and to the clients of
-its probe) in the environment variable ALLOWED_URLS_ENV; every request a client sends is checked
-against it right before it is sent. Without that variable (a module a user runs) any URL the
-parser accepts may be reached.
+The controller hands its --allowed-backend-url list to the modules it runs for a tenant's
+connection in the environment variable ALLOWED_URLS_ENV (and to its probe's clients with
+Backend.limit_urls); every request a client sends is checked against it right before it is sent.
+Without it (a module a user runs, a ClusterBridgeBackend's connection) any URL the parser accepts
+may be reached.
 """
 
 from __future__ import absolute_import, division, print_function
