@@ -36,9 +36,10 @@ from bridge_controller.backend_objects import KINDS
 from bridge_controller.batches import Batches
 from bridge_controller.plan import FINALIZER, plan
 from bridge_controller.policy import Policy
-from bridge_controller.resolver import Resolver
+from bridge_controller.resolver import URL_CHANGED, Resolver
 from bridge_controller.spec import (
     backend_key,
+    backend_ref,
     identity_of,
     job_params,
     key_of,
@@ -46,6 +47,7 @@ from bridge_controller.spec import (
     output_lines,
     output_secrets,
     poll_interval,
+    ref_key,
     refusal,
 )
 from bridge_controller.writer import Writer
@@ -341,6 +343,10 @@ class Executor:
                 action, key, obj, results.Outcome({"waiting": ("ScriptNotFound", why)}, results.TEMPORARY)), waiting)
         if not objects:
             return
+        objects, moved = self._pinned(objects)
+        self.writer.each(lambda key, obj, outcome: self._apply(action, key, obj, outcome), moved)
+        if not objects:
+            return
         try:
             outcomes = self._outcomes(action, objects, scripts)
         except Exception as exc:  # pylint: disable=broad-except
@@ -351,6 +357,29 @@ class Executor:
             failed = results.unreachable(results.runner_error(exc))
             outcomes = dict((identity_of(obj), failed) for _key, obj in objects)
         self.writer.each(lambda key, obj: self._apply(action, key, obj, outcomes[identity_of(obj)]), objects)
+
+    def _pinned(self, objects):
+        """(the objects of a batch whose job may be reached over their backend's URL as resolved now,
+        [(key, obj, outcome)] of those whose job was submitted to another URL: resolver.url_change,
+        nothing is sent for them, BackendReachable False says why until the URL is set back)."""
+        try:
+            backend = self.resolver.backend(objects[0][1])   # one backend per batch
+        except Exception:  # pylint: disable=broad-except
+            return objects, []   # _outcomes resolves it again and reports what failed
+        kept, moved = [], []
+        for key, obj in objects:
+            why = self.resolver.url_change(obj, backend)
+            if why:
+                self._count("url_changes_refused")
+                ref = backend_ref(obj)
+                if ref is not None:
+                    # Planned again at once when its backend object changes (its url set back).
+                    with self._lock:
+                        self.waiting_for_backend[ref_key(ref, obj["metadata"].get("namespace"))].add(key)
+                moved.append((key, obj, results.unreachable({"type": URL_CHANGED, "temporary": False, "message": why})))
+            else:
+                kept.append((key, obj))
+        return kept, moved
 
     def _outcomes(self, action, objects, scripts):
         # Resolved now, when the batch runs: a backend object's edit reaches the next runner call.
@@ -412,7 +441,8 @@ class Executor:
             by_attempt = results.poll_outcomes(polled, result)
             outcomes = dict((identity, by_attempt[attempt]) for identity, attempt in zip(identities, polled))
         now = self.wallclock()
-        observed = dict((identity_of(obj), retries.observed(obj, action, outcomes[identity_of(obj)], now)) for _key, obj in objects)
+        observed = dict((identity_of(obj), self._pin(obj, connection, retries.observed(obj, action, outcomes[identity_of(obj)], now)))
+                        for _key, obj in objects)
         return dict(denied, **observed)
 
     def _authorized(self, action, objects, backend):
@@ -428,6 +458,14 @@ class Executor:
                 continue
             allowed.append((key, obj))
         return denied, allowed
+
+    def _pin(self, obj, connection, outcome):
+        """`outcome`, recording in status.backend.url the URL a job was submitted to (or first
+        reached at, for one submitted before URLs were recorded), which _pinned holds later calls to."""
+        if outcome.kind != results.DONE or not connection.get("url") or not (outcome.observed.get("job") or {}).get("job_id"):
+            return outcome
+        backend = dict(self.resolver.status_backend(obj) or {}, url=connection["url"])
+        return results.Outcome(dict(outcome.observed, backend=backend), outcome.kind)
 
     def _credentials_refusal(self, backend_type, credentials):
         """(reason, why) when the Secret holds what the policy does not let a tenant hand the

@@ -193,7 +193,7 @@ def main(argv=None):
     standby = [action for action in args.standby.split(",") if action]
     runner = AnsibleRunner(args.playbook_dir, args.work_dir, collections_path=args.collections_path,
                            rotate_artifacts=args.rotate_artifacts, python=args.python, standby=standby,
-                           max_standby=args.max_standby)
+                           max_standby=args.max_standby, allow_list=args.policy.allow_list)
 
     # The watcher's cache is the executor's too, so the handler is bound late: each needs the other.
     def observe(kind, obj):

@@ -18,13 +18,20 @@ with a condition naming the field, when it would make the controller
 docs/security.md is the threat model these checks serve.
 """
 
-import urllib.parse
-
 import yaml
+
+from bridge_controller.collection import module_utils
+
+_errors = module_utils("_errors")
+_urls = module_utils("_urls")
+# One parser for the allow-list here and in the clients that send (issue 37): a text two parsers
+# read differently cannot pass here as one host and be sent to another.
+AllowList, UrlPrefix = _urls.AllowList, _urls.UrlPrefix
 
 # Refusal reasons (the Failed or BackendReachable condition's reason).
 NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
-URL_NOT_ALLOWED = "BackendURLNotAllowed"
+# The same name as the error the clients raise when they refuse a request's URL.
+URL_NOT_ALLOWED = _errors.BackendURLNotAllowed.__name__
 CONTROLLER_CONNECTION = "ControllerConnectionFixed"
 INSECURE_KUBECONFIG = "InsecureKubeconfig"
 
@@ -37,60 +44,23 @@ KUBECONFIG_FEATURES = {
 USER_FIELDS = (("exec", "exec"), ("auth-provider", "exec"), ("tokenFile", "files"),
                ("client-certificate", "files"), ("client-key", "files"))
 CLUSTER_FIELDS = (("certificate-authority", "files"),)
-# ssh: a Slurm backend's login node (spec.login), allowed as ssh://host[:port].
-DEFAULT_PORTS = {"http": 80, "https": 443, "ssh": 22}
-
-
-class UrlPrefix:
-    """One entry of --allowed-backend-url: scheme://host[:port][/path]. A URL matches when its
-    scheme, host and port are the same and its path is the entry's path or below it. Compared
-    parsed, never as text: "https://ok.example@evil.example" is on host evil.example."""
-
-    def __init__(self, text):
-        parts = urllib.parse.urlsplit(text)
-        if parts.scheme not in DEFAULT_PORTS or not parts.hostname or parts.username or parts.query or parts.fragment:
-            raise ValueError("%r is not an http://, https:// or ssh:// prefix scheme://host[:port][/path]" % text)
-        self.text = text
-        self.scheme, self.host, self.port = parts.scheme, parts.hostname, _port(parts)
-        self.path = parts.path.rstrip("/")
-
-    def matches(self, url):
-        try:
-            parts = urllib.parse.urlsplit(url)
-            port = _port(parts)
-        except ValueError:
-            return False
-        if (parts.scheme.lower(), (parts.hostname or ""), port) != (self.scheme, self.host, self.port):
-            return False
-        if not self.path:
-            return True
-        # A dot segment (also percent-encoded) may lead a server out of the prefix: "/ray/../admin".
-        segments = urllib.parse.unquote(parts.path).split("/")
-        if "." in segments or ".." in segments:
-            return False
-        return parts.path == self.path or parts.path.startswith(self.path + "/")
-
-
-def _port(parts):
-    return parts.port or DEFAULT_PORTS.get(parts.scheme.lower())
 
 
 class Policy:
     """The operator's choices; the default allows any backend URL and no insecure kubeconfig feature."""
 
     def __init__(self, allowed_urls=(), kubeconfig_features=()):
-        self.allowed_urls = [UrlPrefix(text) for text in allowed_urls]
+        self.allow_list = AllowList(allowed_urls)
         unknown = set(kubeconfig_features) - set(KUBECONFIG_FEATURES)
         if unknown:
             raise ValueError("unknown kubeconfig features: %s" % ", ".join(sorted(unknown)))
         self.kubeconfig_features = frozenset(kubeconfig_features)
 
-    def url_refusal(self, field, url):
-        """(reason, message) when `url` is outside the allowed prefixes; None when it may be used."""
-        if not self.allowed_urls or any(prefix.matches(url) for prefix in self.allowed_urls):
-            return None
-        return URL_NOT_ALLOWED, "%s: %s is not among the backend URLs this controller may reach (%s)" % (
-            field, url, ", ".join(prefix.text for prefix in self.allowed_urls))
+    def url_refusal(self, field, url, schemes=_urls.HTTP_SCHEMES):
+        """(reason, message) when `url` is one _urls.parse_url refuses (with or without an
+        allow-list) or outside the allowed prefixes; None when it may be used."""
+        why = self.allow_list.refusal(field, url, schemes)
+        return (URL_NOT_ALLOWED, why) if why else None
 
     def refusal(self, obj):
         """(reason, message) of a BridgeJob whose spec this controller may not act on; None when it may."""
@@ -121,7 +91,7 @@ class Policy:
         login = backend.get("login") or {}
         if login.get("host"):
             host = login["host"] if login["host"].startswith("[") or ":" not in login["host"] else "[%s]" % login["host"]
-            return self.url_refusal("%s.login" % where, "ssh://%s:%d" % (host, login.get("port") or 22))
+            return self.url_refusal("%s.login" % where, "ssh://%s:%d" % (host, login.get("port") or 22), schemes=("ssh",))
         return None
 
     def kubeconfig_refusal(self, text):

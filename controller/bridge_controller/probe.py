@@ -185,14 +185,20 @@ class Prober:
             "url": connection["url"], "api_version": connection["api_version"], "iam_url": connection["iam_url"],
             "validate_certs": connection["validate_certs"], "timeout": TIMEOUT, "retries": RETRIES,
         }
+        own_cluster = False
         if namespaced(backend_type):
             options["namespace"] = connection["job_namespace"] or connection["namespace"]
             if not credentials:
                 credentials = self._job_credentials(obj, connection)
+                own_cluster = True
         if connection["ca"]:
             options["ca_path"] = self._ca(connection)
         options.update((option, credentials[key]) for option, key in credential_keys(backend_type) if credentials.get(key))
         client = self.clients(backend_type, options.get)
+        if kind_of(obj) != CLUSTER and not own_cluster:
+            # A tenant's URL: every request the probe sends is checked, as the playbooks' are. The
+            # controller's own cluster (its kubeconfig, the Job ServiceAccount's token) is no tenant's.
+            client.limit_urls(self.policy.allow_list)
         try:
             return client.capacity()
         finally:

@@ -17,6 +17,7 @@ from bridge_controller import backend_objects
 from bridge_controller.backends import namespaced
 from bridge_controller.kube import Missing
 from bridge_controller.policy import NAMESPACE_NOT_ALLOWED
+from bridge_controller.runner import OPERATOR_CHOSEN
 from bridge_controller.spec import backend_of, backend_ref, ref_key
 
 # The parts of spec.backend the runner connects with; the credentials go apart, through the pipe.
@@ -24,6 +25,8 @@ CONNECTION_FIELDS = ("type", "url", "api_version", "iam_url", "validate_certs", 
 # Why a BridgeJob naming a backend object waits (the Submitted condition's reason): retried, never failed.
 BACKEND_NOT_FOUND = "BackendNotFound"
 NAMESPACE_UNKNOWN = "NamespaceNotFound"
+# Why a poll, cancel or retry sends nothing (BackendReachable's reason): url_change.
+URL_CHANGED = "BackendURLChanged"
 
 
 class BackendNotFound(Missing):
@@ -108,8 +111,14 @@ class Resolver:
         return self.catalog.namespace_labels(obj["metadata"].get("namespace")) if self.catalog is not None else None
 
     def status_backend(self, obj):
-        """status.backend: the type, and the backend object's kind and name when there is one; None
-        when not known yet (not placed)."""
+        """status.backend: the type, and the backend object's kind and name when there is one, and
+        the url its job was submitted to once recorded (pinned_url); None when not known yet (not
+        placed)."""
+        backend = self._status_backend(obj)
+        recorded = ((obj.get("status") or {}).get("backend") or {}).get("url")
+        return dict(backend or {}, url=recorded) if recorded else backend
+
+    def _status_backend(self, obj):
         spec = obj.get("spec") or {}
         if spec.get("backend"):
             return {"type": spec["backend"].get("type")}
@@ -125,6 +134,20 @@ class Resolver:
             return dict(ref)
         return dict(ref, type=(found.get("spec") or {}).get("type"))
 
+    @staticmethod
+    def url_change(obj, backend):
+        """Why nothing may be sent for `obj` over the resolved `backend` (a poll, cancel or retry):
+        its job was submitted to status.backend.url and `backend` names another URL. Its job id
+        means something on that manager only, and its Secret's credential is meant for it; asking
+        another one mixes ids and hands the credential elsewhere. None when the URL is the same, or
+        none is recorded (not submitted yet)."""
+        recorded = ((obj.get("status") or {}).get("backend") or {}).get("url")
+        if not recorded or recorded == backend.get("url"):
+            return None
+        return ("the job was submitted to %s, and its backend now names %s: nothing is sent there for it; "
+                "set the backend's url back to %s to go on (a deletion waits for that too: its cancel is not sent elsewhere)" % (
+                    recorded, backend.get("url") or "no URL", recorded))
+
     def connection(self, obj, backend=None):
         """What the runner connects with (the credentials apart): the same for a backend key's CRs."""
         backend = backend or self.backend(obj)
@@ -133,6 +156,11 @@ class Resolver:
             connection.pop("login", None)   # a Slurm login node is the only field that is there or not
         if namespaced(backend["type"]):
             connection["namespace"] = backend["job_namespace"] or backend["namespace"]
+        ref, _found = self.backend_object(obj)
+        if (ref is not None and ref[0] == "ClusterBridgeBackend") or (backend["type"] == "kubernetes" and not backend["secret"]):
+            # The platform team's URL, or the controller's own cluster (a kubeconfig the controller
+            # writes, as the Job ServiceAccount): not subject to --allowed-backend-url (runner.py).
+            connection[OPERATOR_CHOSEN] = True
         if backend["ca"]:
             connection["ca_pem"] = self.kube.read_config_map_key(backend["ca_namespace"], backend["ca"]["name"],
                                                                  backend["ca"].get("key") or "ca.crt")

@@ -26,6 +26,10 @@ from bridge_controller.launcher import CONTROLLER_PID, write_launcher
 from bridge_controller.processes import LIVE_PIPE_DIRS, kill_descendants, remove_orphans
 from bridge_controller.standby import StandbyPool
 
+# The key of a connection whose URL the operator chose (a ClusterBridgeBackend's, resolver.py): its
+# playbooks get no allow-list. Never handed to the module.
+OPERATOR_CHOSEN = "operator_chosen"
+
 PLAYBOOKS = {"submit": "bridgejob_submit.yml", "poll": "bridgejob_poll.yml", "cancel": "bridgejob_cancel.yml"}
 TASK_NAME = "Bridge"
 # ansible-runner's event callback replaces a task's `res` with {} once its repr passes MAX_EVENT_RES
@@ -113,12 +117,15 @@ class AnsibleRunner:
     """
 
     def __init__(self, playbook_dir, work_dir, collections_path=None, rotate_artifacts=50, python=None,
-                 standby=("submit",), max_standby=2, clock=time.monotonic):
+                 standby=("submit",), max_standby=2, clock=time.monotonic, allow_list=None):
         self.playbook_dir = playbook_dir
         self.work_dir = work_dir
         self.collections_path = collections_path
         self.rotate_artifacts = rotate_artifacts
         self.python = python
+        # The operator's --allowed-backend-url (policy.AllowList), which the modules check every
+        # request against, but for a ClusterBridgeBackend's connection (OPERATOR_CHOSEN); None: any URL.
+        self.allow_list = allow_list
         self.clock = clock
         handoff_dir = os.path.join(os.path.abspath(work_dir), "handoff")
         remove_orphans(handoff_dir)
@@ -146,6 +153,7 @@ class AnsibleRunner:
     def _connection(self, backend):
         """The module's connection options: a CA bundle given as text becomes a file (it is public)."""
         backend = dict(backend)
+        backend.pop(OPERATOR_CHOSEN, None)
         pem = backend.pop("ca_pem", None)
         if pem:
             backend["ca_path"] = ca_file(os.path.join(self.work_dir, "ca"), pem)
@@ -164,6 +172,8 @@ class AnsibleRunner:
             envvars["ANSIBLE_COLLECTIONS_PATH"] = self.collections_path
         if self.python:
             envvars["ANSIBLE_PYTHON_INTERPRETER"] = self.python
+        if self.allow_list is not None and not backend.get(OPERATOR_CHOSEN):
+            envvars.update(self.allow_list.environment())
         started = Started(action, backend, pipe, self.clock())
         try:
             with self._run_async_lock:

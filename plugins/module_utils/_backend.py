@@ -30,6 +30,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._output import clean, tail
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import refuse_unsupported, require_program
+from ansible_collections.bridge.hpc.plugins.module_utils._urls import parse_url
 
 # Every normalized job has at least these keys; backends may add their own (partition, nodes, ...).
 JOB_KEYS = ("job_id", "name", "identity", "phase", "terminal", "native_state", "reason", "exit_code",
@@ -342,8 +343,7 @@ class Backend(object):
         if not url:
             sources = ["option url"] + ["environment %s" % name for name in cls.ENV.get("url", ())]
             raise SpecError("url", "%s is required (%s)" % (cls.URL_NAME, " or ".join(sources)))
-        if not re.match(r"^https?://[^/\s]+", url):
-            raise SpecError("url", "'%s' is not an http:// or https:// URL" % url)
+        parse_url(url, "url")
         return url
 
     # ---------------------------------------------------------------- what every backend does
@@ -362,6 +362,11 @@ class Backend(object):
     def requests_sent(self):
         """HTTP requests this client has sent."""
         return self.transport.requests_sent
+
+    def limit_urls(self, allow_list):
+        """Check every later request against the _urls.AllowList `allow_list` (the controller's
+        probe of a tenant's BridgeBackend, in its own process, where no environment hands it over)."""
+        self.transport.allow_list = allow_list
 
     def describe(self):
         """The service: {"manager", "version", "api_version", "url", ...}; raises when the URL is

@@ -113,6 +113,13 @@ class MalformedResponse(BridgeError):
     kind = "malformed_response"
 
 
+class BackendURLNotAllowed(BridgeError):
+    """A request was not sent: its URL is one Bridge's URL parser refuses (_urls.py) or outside the
+    operator's allow-list. Permanent; the controller shows the type as the condition's reason."""
+
+    kind = "url_not_allowed"
+
+
 class Unsupported(Rejected):
     """The backend cannot do what was asked (a verb or a spec field it has no equivalent for)."""
 

@@ -6,7 +6,9 @@
 It owns TLS, timeouts, secret scrubbing and the one retry policy of every Bridge client
 (RetryPolicy, which the Kubernetes client, over the `kubernetes` library, follows too): idempotent
 calls are retried on connection errors, 429 and 502-504 with jittered backoff that honours
-Retry-After; anything not marked idempotent (a submit POST) is sent exactly once.
+Retry-After; anything not marked idempotent (a submit POST) is sent exactly once. Every request's
+whole URL is read by _urls.parse_url and checked against the operator's allow-list (the
+controller's, from the environment) right before it is sent.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,6 +25,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
     Timeout,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._scrub import scrub as scrub_secrets
+from ansible_collections.bridge.hpc.plugins.module_utils._urls import AllowList, require_sendable
 
 try:
     import httpx
@@ -100,6 +103,7 @@ class Transport:
         backoff=0.5,
         http_client=None,
         sleep=time.sleep,
+        allow_list=None,
     ):
         if not HAS_HTTPX and http_client is None:
             raise ImportError("the Python library httpx is required: %s" % HTTPX_IMPORT_ERROR)
@@ -111,6 +115,7 @@ class Transport:
         # Whether this server has answered as the manager's API (a shape only that API sends), so
         # that the words of its error answers may be repeated (_backend.manager_reason).
         self.vouched = False
+        self.allow_list = AllowList.from_environ() if allow_list is None else allow_list
         if http_client is None:
             http_client = httpx.Client(
                 base_url=self.base_url,
@@ -161,10 +166,11 @@ class Transport:
         url = self.base_url + path
 
         def attempt():
+            request = self.http.build_request(method, path, params=params, json=json, content=content, headers=headers)
+            require_sendable(str(request.url), self.allow_list, self.manager, verb, obj)
             self.requests_sent += 1
             try:
-                response = self.http.request(method, path, params=params, json=json, content=content,
-                                             headers=headers)
+                response = self.http.send(request)
             except httpx.TimeoutException as exc:
                 raise Timeout(self._describe(exc), verb, obj, ident, self.manager, url)
             except httpx.TransportError as exc:

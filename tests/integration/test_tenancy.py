@@ -5,7 +5,7 @@ Whoever may create BridgeJobs and Secrets in tenant-a writes, as a tenant would:
 
 * a Jinja expression (a `pipe` lookup that would create a marker file on the controller's
   machine) in every string field the CRD admits it in, on Slurm 22.05, Ray and Kubernetes Jobs,
-  in backend.url (slurm) and backend.iamUrl (quantum): no marker appears, and where the field
+  in backend.url (slurm) and backend.iamUrl (quantum), where the URL parser refuses it: no marker appears, and where the field
   reaches the backend, the backend holds the text unchanged (Slurm's job name, output files,
   working directory, the script it ran, inline or from a ConfigMap, and the variables it saw; Ray's
   runtime_env, metadata and the driver's output; the Kubernetes Job's env and annotations; the request paths a local HTTP listener received);
@@ -318,7 +318,9 @@ def test_templates_in_every_kubernetes_field_reach_the_job_unchanged_and_are_nev
     assert_no_marker(ctx)
 
 
-def test_templates_in_the_url_and_iam_url_are_sent_as_text(tenancy):
+def test_templates_in_the_url_and_iam_url_are_refused_as_urls_and_never_rendered(tenancy):
+    """Braces are outside RFC 3986: the one URL parser (_urls.py) refuses them before anything is
+    sent, and the template is never rendered."""
     ctx, tenants = tenancy, tenancy.tenants
     backend = slurm_secret(ctx, tenants.a, "slurm-url")
     backend["url"] = "%s/%s" % (ctx.listener.url, template("url", spaces=False))
@@ -330,9 +332,10 @@ def test_templates_in_the_url_and_iam_url_are_sent_as_text(tenancy):
                                        "credentialsSecretRef": {"name": "quantum"}},
                       script="OPENQASM 3.0;\nqubit[1] q;\nbit[1] c;\nc[0] = measure q[0];\n", queue="ibm_manila")
     for name, field in (("url-template", "url"), ("iam-template", "iamUrl")):
-        refused = tenants.wait(name, lambda o: condition(o, "BackendReachable").get("status") == "False" or phase(o) == "Failed")
-        assert any(template(field, spaces=False) in path for path in ctx.listener.paths()), ctx.listener.paths()
-        assert PAGE_SECRET not in repr(refused.get("status")), "an internal page's body never reaches a status"
+        refused = tenants.wait(name, lambda o: phase(o) == "Failed")
+        assert condition(refused, "Failed")["reason"] == "BackendURLNotAllowed"
+        assert condition(refused, "Failed")["message"].startswith("spec.backend.%s: '{'" % field), condition(refused, "Failed")
+        assert not any("lookup" in path for path in ctx.listener.paths()), ctx.listener.paths()
     assert_no_marker(ctx)
 
 
@@ -444,3 +447,64 @@ def test_a_server_echoing_the_credentials_in_json_errors_reaches_no_status(tenan
         status = json.dumps(refused.get("status"))
         assert PAGE_SECRET not in status and not [form for form in forms if form in status], status
     assert any(path.startswith(ECHO) for path in ctx.listener.paths())
+
+
+def test_urls_two_parsers_read_differently_are_refused_and_the_other_host_gets_nothing(tenancy):
+    """Issue 37 item 3: urllib.parse reads the backslash server as the allowed listener, urllib3 as
+    the stranger's port. One parser (_urls.py) decides for the policy and for the clients."""
+    ctx, tenants = tenancy, tenancy.tenants
+    allowed, elsewhere = urllib.parse.urlsplit(ctx.listener.url).port, urllib.parse.urlsplit(ctx.stranger.url).port
+    server = "http://127.0.0.1:%d\\@127.0.0.1:%d/ok" % (elsewhere, allowed)
+    tenants.secret(tenants.a, "kc-backslash", {"kubeconfig": kubeconfig(server, {"token": "tenant-token-9d2e"})})
+    tenants.bridgejob("kc-backslash", {"type": "kubernetes", "credentialsSecretRef": {"name": "kc-backslash"}},
+                      script="#!/bin/sh\ntrue\n", backendOptions={"kubernetes": {"image": "localhost/bridge/busybox:latest"}})
+    backend = slurm_secret(ctx, tenants.a, "slurm-variants")
+    variants = ["http://127.1:%d/" % elsewhere, "http://127.0.0.1:%d@127.0.0.1:%d/" % (allowed, elsewhere),
+                "http://0x7f.0.0.1:%d/" % elsewhere, "http://2130706433:%d/" % elsewhere,
+                "http://127.0.0.1:%d/%%2e%%2e/" % allowed, "http://127.0.0.1.:%d/" % elsewhere]
+    stored = []
+    for index, url in enumerate(variants):
+        try:
+            tenants.bridgejob("url-variant-%d" % index, dict(backend, url=url), script="#!/bin/bash\ntrue\n")
+            stored.append(("url-variant-%d" % index, url))
+        except tenants.client.exceptions.ApiException as exc:
+            assert exc.status == 422, exc.body   # the CRD's URL rule refused it: stored nowhere, sent nowhere
+    refused = tenants.wait("kc-backslash", lambda o: condition(o, "BackendReachable").get("reason") == "BackendURLNotAllowed")
+    assert "backslash" in condition(refused, "BackendReachable")["message"] and "jobId" not in refused["status"]
+    for name, url in stored:
+        failed = tenants.wait(name, lambda o: phase(o) == "Failed")
+        assert condition(failed, "Failed")["reason"] == "BackendURLNotAllowed", (url, failed["status"])
+        assert condition(failed, "Failed")["message"].startswith("spec.backend.url"), condition(failed, "Failed")
+    assert ctx.stranger.requests == [], "nothing reached the port urllib3 would have connected to"
+    assert not any("tenant-token-9d2e" in repr(headers) for _m, _p, headers in ctx.listener.requests)
+
+
+def test_a_backend_url_edited_after_submit_gets_no_poll_and_the_job_says_why(tenancy):
+    """Issue 37 item 4: the job is pinned to the URL it was submitted to (status.backend.url)."""
+    ctx, tenants = tenancy, tenancy.tenants
+    backend = slurm_secret(ctx, tenants.a, "slurm-pinned")
+    body = {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "BridgeBackend",
+            "metadata": {"name": "pinned", "labels": dict(tenants.labels)}, "spec": dict(backend, probeIntervalSeconds=3600)}
+    tenants.custom.create_namespaced_custom_object(GROUP, VERSION, tenants.a, "bridgebackends", body)
+    job = {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "BridgeJob",
+           "metadata": {"name": "pinned-job", "labels": dict(tenants.labels)},
+           "spec": {"backendRef": {"name": "pinned"}, "script": "#!/bin/bash\nsleep 300\n", "pollInterval": 2}}
+    tenants.custom.create_namespaced_custom_object(GROUP, VERSION, tenants.a, PLURAL, job)
+    submitted = tenants.wait("pinned-job", lambda o: (o.get("status") or {}).get("jobId"))
+    assert submitted["status"]["backend"]["url"] == ctx.slurm["SLURM_URL"]
+    for target in (ctx.stranger, ctx.listener):   # outside the allow-list, then inside it
+        before = len(target.requests)
+        tenants.custom.patch_namespaced_custom_object(GROUP, VERSION, tenants.a, "bridgebackends", "pinned",
+                                                      {"spec": {"url": target.url}})
+        moved = tenants.wait("pinned-job", lambda o, url=target.url: url in condition(o, "BackendReachable").get("message", ""))
+        reachable = condition(moved, "BackendReachable")
+        assert reachable["status"] == "False" and reachable["reason"] == "BackendURLChanged"
+        assert ctx.slurm["SLURM_URL"] in reachable["message"]
+        assert not any("/job" in path for path in target.paths()[before:]), "no poll at the new URL"
+    assert ctx.stranger.requests == []
+    # Set back, the job is reached again: its deletion cancels it where it runs.
+    tenants.custom.patch_namespaced_custom_object(GROUP, VERSION, tenants.a, "bridgebackends", "pinned",
+                                                  {"spec": {"url": ctx.slurm["SLURM_URL"]}})
+    tenants.custom.delete_namespaced_custom_object(GROUP, VERSION, tenants.a, PLURAL, "pinned-job")
+    wait_for(lambda: [o for o in tenants.custom.list_namespaced_custom_object(GROUP, VERSION, tenants.a, PLURAL)["items"]
+                      if o["metadata"]["name"] == "pinned-job"], lambda found: not found, timeout=240)

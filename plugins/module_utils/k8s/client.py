@@ -49,6 +49,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._output import scrub as scrub_secrets
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import RetryPolicy
+from ansible_collections.bridge.hpc.plugins.module_utils._urls import AllowList, require_sendable
 from ansible_collections.bridge.hpc.plugins.module_utils.k8s.compile import (
     ARRAY_ANNOTATION,
     ARRAY_LABEL,
@@ -183,6 +184,8 @@ class K8sClient(Backend):
         else:
             context_namespace = None
         self.api_client = api_client
+        self.allow_list = AllowList.from_environ()
+        self._check_each_request(api_client)
         self.url = url or api_client.configuration.host
         self.namespace = namespace or context_namespace or "default"
         self.core = k8s_client.CoreV1Api(api_client)
@@ -239,6 +242,15 @@ class K8sClient(Backend):
                              "connect to", "cluster", None, MANAGER, url)
         if url:
             configuration.host = url.rstrip("/")
+            hook = configuration.refresh_api_key_hook
+            if hook is not None:
+                # A kubeconfig's token refresh hook copies its server into host again before every
+                # request; `url` overrides the server only when it is set again after the hook.
+                def refresh(config):
+                    hook(config)
+                    config.host = url.rstrip("/")
+
+                configuration.refresh_api_key_hook = refresh
         if api_key:
             configuration.api_key = {"authorization": "Bearer %s" % api_key}
             configuration.api_key_prefix = {}
@@ -250,6 +262,23 @@ class K8sClient(Backend):
             configuration.ssl_ca_cert = ca_path
         configuration.retries = False  # reads are retried by _call's RetryPolicy; creates never
         return k8s_client.ApiClient(configuration), namespace
+
+    def _check_each_request(self, api_client):
+        """Have every request's URL, and the proxy it would go through, read by _urls.parse_url and
+        checked against the allow-list right before it is sent. At ApiClient.request, which gets
+        the URL the pool manager is given: the kubeconfig's token refresh hook sets
+        configuration.host again before every request, so the host known beforehand may not be the
+        one used."""
+        send = api_client.request
+
+        def checked(method, url, *args, **kwargs):
+            require_sendable(url, self.allow_list, MANAGER, method.lower(), "request")
+            proxy = getattr(api_client.rest_client.pool_manager, "proxy", None)
+            if proxy is not None:
+                require_sendable(str(proxy), self.allow_list, MANAGER, method.lower(), "request through proxy")
+            return send(method, url, *args, **kwargs)
+
+        api_client.request = checked
 
     def _parse_kubeconfig(self, text, source):
         try:
@@ -282,6 +311,9 @@ class K8sClient(Backend):
 
     def close(self):
         self.api_client.close()
+
+    def limit_urls(self, allow_list):
+        self.allow_list = allow_list
 
     def _call(self, verb, obj, ident, function, *args, **kwargs):
         """One API call; its JSON answer as plain data, through `parse` when given (an answer of

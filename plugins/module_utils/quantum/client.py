@@ -323,6 +323,9 @@ class QuantumClient(Backend):
     def requests_sent(self):
         return self.transport.requests_sent + self.iam.requests_sent
 
+    def limit_urls(self, allow_list):
+        self.transport.allow_list = self.iam.allow_list = allow_list
+
     def close(self):
         self.transport.close()
         self.iam.close()

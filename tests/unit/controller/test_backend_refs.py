@@ -97,19 +97,42 @@ def test_a_backend_ref_runs_with_the_objects_connection_and_its_secret():
             for action, connection, credentials in runner.handed] == [("submit", "http://slurm-a:6820", "PEM", "tenant-token")]
     obj = kube.objects["ns/a"]
     assert obj["status"]["jobId"] and FINALIZER in obj["metadata"]["finalizers"]
-    assert obj["status"]["backend"] == {"kind": "BridgeBackend", "name": "slurm-a", "type": "slurm"}
+    assert obj["status"]["backend"] == {"kind": "BridgeBackend", "name": "slurm-a", "type": "slurm",
+                                        "url": "http://slurm-a:6820"}
     assert executor.poll_due(now=2000.0) == 1 and runner.handed[-1][0] == "poll"
     assert executor.stats["secret_reads"] == 2
 
 
-def test_an_edited_backend_object_reaches_the_next_poll():
+def test_an_edited_backend_object_reaches_the_next_poll_when_its_url_stays():
+    catalog = FakeCatalog([backend_object("slurm-a")])
+    kube, backend, runner, queue, executor = setup(catalog)
+    kube.create(ref_job("a"))
+    settle(executor, queue)
+    catalog.put(backend_object("slurm-a", spec={"apiVersion": "v0.0.40"}))
+    executor.poll_due(now=2000.0)
+    assert [call[:2] for call in runner.calls] == [("submit", "http://slurm-a:6820"), ("poll", "http://slurm-a:6820")]
+
+
+def test_a_url_changed_after_submit_gets_no_poll_cancel_or_retry_until_it_is_set_back():
+    """Issue 37 item 4: the job lives on the manager it was submitted to."""
     catalog = FakeCatalog([backend_object("slurm-a")])
     kube, backend, runner, queue, executor = setup(catalog)
     kube.create(ref_job("a"))
     settle(executor, queue)
     catalog.put(backend_object("slurm-a", spec={"url": "http://slurm-a-new:6820"}))
     executor.poll_due(now=2000.0)
-    assert [call[:2] for call in runner.calls] == [("submit", "http://slurm-a:6820"), ("poll", "http://slurm-a-new:6820")]
+    assert [call[:2] for call in runner.calls] == [("submit", "http://slurm-a:6820")]
+    reachable = conditions(kube.objects["ns/a"])["BackendReachable"]
+    assert reachable["status"] == "False" and reachable["reason"] == "BackendURLChanged"
+    assert "http://slurm-a:6820" in reachable["message"] and "http://slurm-a-new:6820" in reachable["message"]
+    assert kube.objects["ns/a"]["status"]["backend"]["url"] == "http://slurm-a:6820"
+    kube.delete("ns/a")
+    settle(executor, queue)
+    assert [call[0] for call in runner.calls] == ["submit"], "no cancel at the new URL either"
+    assert "ns/a" in [key for key, _delay in queue.later], "retried later, at the backoff's cap"
+    catalog.put(backend_object("slurm-a"))   # planned again at once
+    settle(executor, queue)
+    assert [call[:2] for call in runner.calls][1:] == [("cancel", "http://slurm-a:6820")]
 
 
 def test_a_cluster_backend_reads_one_shared_secret_or_each_namespaces_own():
@@ -239,4 +262,4 @@ def test_inline_jobs_record_their_backend_type_in_status():
     kube, backend, runner, queue, executor = setup(FakeCatalog())
     kube.create(bridgejob("a"))
     settle(executor, queue)
-    assert kube.objects["ns/a"]["status"]["backend"] == {"type": "slurm"}
+    assert kube.objects["ns/a"]["status"]["backend"] == {"type": "slurm", "url": "http://slurm:6820"}

@@ -104,8 +104,9 @@ def test_the_resolver_puts_kubernetes_jobs_in_the_bridgejobs_namespace_unless_th
     from bridge_controller.resolver import Resolver
 
     obj = {"metadata": {"namespace": "team-a"}, "spec": {"backend": {"type": "kubernetes"}}}
+    # The controller's own cluster, as the Job ServiceAccount: no tenant's URL to hold to the allow-list.
     assert Resolver(None).connection(obj) == {"type": "kubernetes", "url": None, "api_version": None, "iam_url": None,
-                                              "validate_certs": True, "namespace": "team-a"}
+                                              "validate_certs": True, "namespace": "team-a", "operator_chosen": True}
     obj["spec"]["backend"]["namespace"] = "batch"
     assert Resolver(None).connection(obj)["namespace"] == "batch"
     obj["spec"]["backend"] = {"type": "slurm", "url": "http://slurm:6820"}

@@ -152,7 +152,7 @@ def test_the_choice_is_written_then_the_job_is_submitted_there_with_the_chosen_q
     status = obj["status"]
     assert status["placement"]["backend"] == {"kind": "ClusterBridgeBackend", "name": "gpu"}
     assert conditions(obj)["Placed"]["status"] == "True" and conditions(obj)["Placed"]["reason"] == "Placed"
-    assert status["backend"] == {"kind": "ClusterBridgeBackend", "name": "gpu", "type": "slurm"}
+    assert status["backend"] == {"kind": "ClusterBridgeBackend", "name": "gpu", "type": "slurm", "url": "http://gpu:6820"}
     assert status["jobId"] and FINALIZER in obj["metadata"]["finalizers"]
     assert [call[:2] for call in executor.runner.calls] == [("submit", "http://gpu:6820")]
     assert backend.submits[0]["queue"] == "gpu"

@@ -44,10 +44,13 @@ def bridgejob(backend, namespace="tenant-a", name="job"):
     ("https://gw.example/ray", "https://gw.example:99999/ray", False),
     ("https://gw.example/ray", "https://gw.example/ray/../admin", False),
     ("https://gw.example/ray", "https://gw.example/ray/%2e%2e/admin", False),
-    ("https://gw.example", "https://gw.example/ray/../admin", True),
+    # Dot segments are refused under any prefix: servers and proxies resolve them differently.
+    ("https://gw.example", "https://gw.example/ray/../admin", False),
+    # Read by the clients' parser (_urls.py): a backslash is refused, not read as userinfo (issue 37).
+    ("http://127.0.0.1:8", "http://127.0.0.1:9\\@127.0.0.1:8/ok", False),
 ])
 def test_a_url_is_allowed_by_its_scheme_host_port_and_path_never_by_its_text(prefix, url, allowed):
-    assert UrlPrefix(prefix).matches(url) is allowed
+    assert (Policy([prefix]).url_refusal("spec.backend.url", url) is None) is allowed
 
 
 @pytest.mark.parametrize("prefix", ["ftp://h", "https://", "https://user@h", "https://h?x=1", "h:80"])
@@ -179,3 +182,12 @@ def test_an_insecure_kubeconfig_in_the_secret_is_never_handed_to_a_playbook_and_
     queue.keys.append("tenant-a/job")
     settle(executor, queue)
     assert [call[0] for call in runner.calls] == ["submit"]
+
+
+@pytest.mark.parametrize("server", ["http://127.0.0.1:9\\\\@127.0.0.1:8/ok", "https://0x7f.1:6443", "https://kube.example:6443 "])
+def test_a_kubeconfig_server_the_clients_parser_refuses_is_refused_with_or_without_a_list(server):
+    """Issue 37 item 3: one parser (_urls.py) for the check and the client that sends."""
+    text = PLAIN_KUBECONFIG.replace('"https://kube.example:6443"', '"%s"' % server)
+    for policy in (Policy(), Policy(["http://127.0.0.1:8", "https://kube.example:6443"])):
+        reason, message = policy.kubeconfig_refusal(text)
+        assert reason == "BackendURLNotAllowed" and message.startswith("clusters[0].cluster.server")

@@ -80,6 +80,7 @@ class StubClient:
     def __init__(self, answer):
         self.answer = answer
         self.closed = False
+        self.allow_list = None
 
     def capacity(self):
         if isinstance(self.answer, Exception):
@@ -89,6 +90,9 @@ class StubClient:
     def close(self):
         self.closed = True
 
+    def limit_urls(self, allow_list):
+        self.allow_list = allow_list
+
 
 class Clients:
     """The probe's client factory: records the options each client was made with."""
@@ -96,12 +100,14 @@ class Clients:
     def __init__(self, answer=None):
         self.answer = CAPACITY if answer is None else answer
         self.made = []
+        self.clients = []
 
     def __call__(self, backend_type, get):
         names = ("url", "api_version", "iam_url", "validate_certs", "ca_path", "timeout", "retries", "namespace",
                  "kubeconfig", "user", "token", "kubeconfig_content")
         self.made.append((backend_type, dict((name, get(name)) for name in names if get(name) is not None)))
-        return StubClient(self.answer)
+        self.clients.append(StubClient(self.answer))
+        return self.clients[-1]
 
 
 def bridgebackend(name="slurm-a", namespace="team-a", generation=1, **spec):
@@ -388,3 +394,15 @@ def test_label_values_are_escaped(value, escaped):
     from bridge_controller.probe import _escape
 
     assert _escape(value) == escaped
+
+
+def test_a_tenants_backend_is_probed_under_the_allow_list_and_the_platform_teams_is_not(tmp_path):
+    """Every request the probe's client sends is checked (issue 37): the list is set on the client
+    of a BridgeBackend; a ClusterBridgeBackend's URL is the operator's own choice."""
+    policy = Policy(["http://slurm.example:6820"])
+    clients = Clients()
+    probe, catalog, _kube, _clock = prober(tmp_path, bridgebackend(), clusterbackend(), policy=policy, clients=clients,
+                                           secrets={("team-a", "slurm"): {"user": "u", "token": "t"}})
+    probe.probe(catalog.backend("BridgeBackend", "team-a", "slurm-a"))
+    probe.probe(catalog.backend("ClusterBridgeBackend", None, "site"))
+    assert [client.allow_list for client in clients.clients] == [policy.allow_list, None]

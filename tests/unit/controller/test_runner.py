@@ -296,3 +296,24 @@ def test_an_aged_standby_is_not_used_and_close_ends_the_rest(tmp_path):
     assert started[1].finished
     pool.prepare(slurm("http://c"))
     assert len(started) == 2, "no standby starts once closed"
+
+
+def test_the_allow_list_reaches_the_playbooks_in_their_environment(tmp_path, monkeypatch):
+    """The modules check every request against it (_urls.py); tenants cannot set a playbook's environment."""
+    import sys
+    import types
+
+    from bridge_controller.policy import Policy
+    from bridge_controller.runner import OPERATOR_CHOSEN, AnsibleRunner
+
+    started = []
+    fake = types.SimpleNamespace(run_async=lambda **kwargs: started.append(kwargs) or (None, None))
+    monkeypatch.setitem(sys.modules, "ansible_runner", fake)
+    policy = Policy(["http://slurm:6820", "https://ray.example/ray"])
+    runner = AnsibleRunner(str(tmp_path / "playbooks"), str(tmp_path / "work"), standby=(), allow_list=policy.allow_list)
+    runner._start("poll", {"type": "slurm", "url": "http://slurm:6820"})
+    runner._start("poll", {"type": "slurm", "url": "http://site:6820", OPERATOR_CHOSEN: True})
+    runner.close()
+    assert started[0]["envvars"]["BRIDGE_ALLOWED_URLS"] == "http://slurm:6820 https://ray.example/ray"
+    assert "BRIDGE_ALLOWED_URLS" not in started[1]["envvars"], "a ClusterBridgeBackend's URL is the operator's"
+    assert OPERATOR_CHOSEN not in runner._connection({"type": "slurm", "url": "http://site:6820", OPERATOR_CHOSEN: True})
