@@ -56,6 +56,11 @@ class Dumper(yaml.SafeDumper):
     def increase_indent(self, flow=False, indentless=False):
         return super().increase_indent(flow, False)
 
+    def ignore_aliases(self, data):
+        # A schema repeated (bounded_json's levels) is written out each time: the apiserver stores
+        # the CRD as JSON, where an alias would be expanded anyway, and a reader need not chase one.
+        return True
+
 
 def dump(data, indent, width=110):
     """YAML of `data` indented by `indent`; lines past `width` fold where YAML lets them (the doc

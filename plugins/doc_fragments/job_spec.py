@@ -211,6 +211,8 @@ options:
       - 'Native request fields per backend, merged over what Bridge compiles: one key per backend, named as the backend
         (V(slurm), ...), of which a backend uses only its own.'
       - Bridge does not check these fields against the cluster.
+      - Each backend's fields are at most 64, each value at most 4 arrays or objects deep of at most 1024 items, strings
+        at most 16384 characters.
       - 'Slurm: fields of the submit request''s C(job), over the compiled ones (not C(comment) or C(script)).'
       - 'LSF: more C(bsub) options (C(-G: group), C(-x: true)); never one Bridge compiles.'
       - 'Kubernetes: the Job''s and Pod''s settings Bridge names (image, node_selector, tolerations, ...).'
@@ -511,6 +513,8 @@ options:
       - 'Native request fields per backend, merged over what Bridge compiles: one key per backend, named as the backend
         (V(slurm), ...), of which a backend uses only its own.'
       - Bridge does not check these fields against the cluster.
+      - Each backend's fields are at most 64, each value at most 4 arrays or objects deep of at most 1024 items, strings
+        at most 16384 characters.
       - 'Slurm: fields of the submit request''s C(job), over the compiled ones (not C(comment) or C(script)).'
     type: dict
     default: {}
@@ -727,6 +731,8 @@ options:
       - 'Native request fields per backend, merged over what Bridge compiles: one key per backend, named as the backend
         (V(slurm), ...), of which a backend uses only its own.'
       - Bridge does not check these fields against the cluster.
+      - Each backend's fields are at most 64, each value at most 4 arrays or objects deep of at most 1024 items, strings
+        at most 16384 characters.
       - 'LSF: more C(bsub) options (C(-G: group), C(-x: true)); never one Bridge compiles.'
     type: dict
     default: {}
@@ -943,6 +949,8 @@ options:
       - 'Native request fields per backend, merged over what Bridge compiles: one key per backend, named as the backend
         (V(slurm), ...), of which a backend uses only its own.'
       - Bridge does not check these fields against the cluster.
+      - Each backend's fields are at most 64, each value at most 4 arrays or objects deep of at most 1024 items, strings
+        at most 16384 characters.
       - 'Kubernetes: the Job''s and Pod''s settings Bridge names (image, node_selector, tolerations, ...).'
     type: dict
     default: {}
@@ -1158,6 +1166,8 @@ options:
       - 'Native request fields per backend, merged over what Bridge compiles: one key per backend, named as the backend
         (V(slurm), ...), of which a backend uses only its own.'
       - Bridge does not check these fields against the cluster.
+      - Each backend's fields are at most 64, each value at most 4 arrays or objects deep of at most 1024 items, strings
+        at most 16384 characters.
       - 'Ray: fields of the JobSubmitRequest (entrypoint_resources, runtime_env, ...).'
     type: dict
     default: {}
@@ -1373,6 +1383,8 @@ options:
       - 'Native request fields per backend, merged over what Bridge compiles: one key per backend, named as the backend
         (V(slurm), ...), of which a backend uses only its own.'
       - Bridge does not check these fields against the cluster.
+      - Each backend's fields are at most 64, each value at most 4 arrays or objects deep of at most 1024 items, strings
+        at most 16384 characters.
       - 'IBM Quantum: the primitive, its PUBs and options, the session mode.'
     type: dict
     default: {}
