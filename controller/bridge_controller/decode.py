@@ -16,6 +16,11 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 # A JSON string (escapes included, written so the regex engine does not backtrack), or a bracket.
 _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 _ITEMS_KEY = b'"items"'
+# How deep an object may nest to be served. Python decodes about 1,000 levels, but what the
+# controller then does with an object recurses too, several frames per level (a batch's JSON for
+# its playbook, Ansible's templating of the module's arguments), so one object nested past this
+# would fail the batch of every BridgeJob it shares. The CRD admits about 20 (docs/bridgejob.md).
+MAX_DEPTH = 100
 # Levels of a watch event kept when only its shallow part can be read: the event, its object, the
 # object's metadata.
 _EVENT_LEVELS = 3
@@ -47,7 +52,7 @@ def _loads(data: bytes):
 
 
 def _named(obj: Any) -> Optional[str]:
-    """Why `obj` is no Kubernetes object the controller can key, or None when it is one."""
+    """Why `obj` is no Kubernetes object the controller can key and serve, or None when it is one."""
     if not isinstance(obj, dict):
         return "not an object"
     metadata = obj.get("metadata")
@@ -55,7 +60,22 @@ def _named(obj: Any) -> Optional[str]:
         return "no metadata.name"
     if not isinstance(metadata.get("namespace", ""), str):
         return "metadata.namespace is not a string"
+    if _deeper_than(obj, MAX_DEPTH):
+        return "nested deeper than %d levels" % MAX_DEPTH
     return None
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests more than `limit` arrays and objects; without recursion, visiting only
+    the containers (a BridgeJob has about a hundred)."""
+    stack = [(value, 1)]
+    while stack:
+        container, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = container.values() if isinstance(container, dict) else container
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def _containers(body: bytes, level: int) -> List[Tuple[int, int, Optional[bytes]]]:

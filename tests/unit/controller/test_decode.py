@@ -5,7 +5,7 @@ import json
 
 from test_watch import RawJson, StubApi, StubResponse, bridgejob, event, run_watcher
 
-from bridge_controller.decode import decode_event, decode_list
+from bridge_controller.decode import MAX_DEPTH, decode_event, decode_list
 
 DEPTH = 2000  # as deep as issue 37's BridgeJob: beyond Python's decoder, within the apiserver's 10,000
 
@@ -48,6 +48,15 @@ def test_items_of_the_wrong_shape_are_skipped():
     assert [item["metadata"]["name"] for item in items] == ["a"]
     assert sorted(entry.reason for entry in skipped) == [
         "nested too deeply to decode", "no metadata.name", "not an object", "not an object"]
+
+
+def test_an_object_python_decodes_but_nested_past_max_depth_is_skipped_too():
+    # Decodable, but a batch's JSON and Ansible's templating recurse several frames per level.
+    body = list_body(deep_json("deep", 2, depth=MAX_DEPTH), deep_json("shallow", 3, depth=MAX_DEPTH - 10))
+    items, _metadata, skipped = decode_list(body)
+    assert [item["metadata"]["name"] for item in items] == ["shallow"]
+    assert [(entry.metadata["name"], entry.reason) for entry in skipped] == [
+        ("deep", "nested deeper than %d levels" % MAX_DEPTH)]
 
 
 def test_a_list_whose_own_metadata_cannot_be_read_is_an_error():
