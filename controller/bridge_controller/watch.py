@@ -285,10 +285,6 @@ class Reflector:
         self._resource_version = resource_version
         self._synced.set()
         LOG.info("listed %d %s at resourceVersion %s", len(fresh), self.plural, resource_version)
-        # Only the objects still skipped are remembered, so the set stays as small as they are.
-        reported, self._reported = self._reported, set()
-        for entry in skipped:
-            self._skip(entry, reported)
         for key, old in previous.items():
             new = fresh.get(key)
             if new is None or _uid(new) != _uid(old):
@@ -299,6 +295,11 @@ class Reflector:
                 self._emit(ADDED, new)
             elif _resource_version(new) != _resource_version(old):
                 self._emit(MODIFIED, new)
+        # After the others are queued: reporting one writes an Event. Only the objects still skipped
+        # are remembered, so the set stays as small as they are.
+        reported, self._reported = self._reported, set()
+        for entry in skipped:
+            self._skip(entry, reported)
 
     # ---------------------------------------------------------------- watch
     def _watch_once(self) -> bool:
