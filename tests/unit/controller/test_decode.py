@@ -105,4 +105,3 @@ def test_a_watched_object_that_became_undecodable_leaves_the_cache_and_the_watch
     assert seen == [("ADDED", "team-a/a", "10"), ("DELETED", "team-a/a", "10"), ("ADDED", "team-a/b", "12")]
     assert watcher.keys() == ["team-a/b"] and watcher.skipped == 1
     assert skipped[0].metadata["resourceVersion"] == "11"
-
