@@ -172,7 +172,9 @@ def test_no_field_a_tenant_writes_admits_json_deeper_than_the_controller_decodes
         crd = yaml.safe_load(handle)
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert admitted_depth(spec, "spec") <= 16
-    options = spec["properties"]["backendOptions"]
-    assert admitted_depth(options, "spec.backendOptions") == 2 + OPTION_LEVELS
+    options = spec["properties"]["backendOptions"]["properties"]
+    assert sorted(options) == sorted(BACKENDS) == sorted(OPTION_LEVELS)
+    for name, schema in options.items():
+        assert admitted_depth(schema, "spec.backendOptions." + name) == 1 + OPTION_LEVELS[name], name
     assert bounded_json(0) == {"x-kubernetes-preserve-unknown-fields": True, "maxLength": OPTION_LENGTH, "maxItems": 0,
                                "maxProperties": 0}
