@@ -56,6 +56,11 @@ class Dumper(yaml.SafeDumper):
     def increase_indent(self, flow=False, indentless=False):
         return super().increase_indent(flow, False)
 
+    def ignore_aliases(self, data):
+        # A schema repeated (bounded_json's levels) is written out each time: the apiserver stores
+        # the CRD as JSON, where an alias would be expanded anyway, and a reader need not chase one.
+        return True
+
 
 def dump(data, indent, width=110):
     """YAML of `data` indented by `indent`; lines past `width` fold where YAML lets them (the doc
@@ -115,24 +120,14 @@ def crd_property(fields, field):
 
 
 CRD_KEY_ORDER = ("type", "x-kubernetes-int-or-string", "minimum", "maximum", "maxLength", "maxItems", "maxProperties",
-                 "pattern", "items", "additionalProperties", "x-kubernetes-validations")
-
-
-def backend_names_rule(names):
-    """The rule of backendOptions: its keys are the registry's backends."""
-    listed = ", ".join("'%s'" % name for name in names)
-    allowed = ", ".join(names)
-    return {"rule": "self.all(k, k in [%s])" % listed,
-            "message": "keys are backend names; allowed are %s" % allowed,
-            "messageExpression": "'unknown backend \\'' + self.filter(k, !(k in [%s]))[0] + '\\'; allowed are %s'" % (
-                listed, allowed)}
+                 "pattern", "items", "properties", "additionalProperties", "x-kubernetes-validations")
 
 
 def crd_fields(fields, backends):
     """(camelCase name, property) of every BridgeJob spec field the table has, each group as one:
     script, resources, the other top-level fields, then the other groups."""
     top = [(fields.camel(field.name), crd_property(fields, field)) for field in fields.TOP_FIELDS if field.crd]
-    dict(top)["backendOptions"]["x-kubernetes-validations"] = [backend_names_rule(sorted(backends))]
+    dict(top)["backendOptions"]["properties"] = dict((name, fields.backend_options_schema(name)) for name in sorted(backends))
     groups = []
     for group in fields.GROUPS:
         schema = {"type": "object", "description": " ".join(fields.plain(line) for line in group.doc)}

@@ -130,6 +130,13 @@ class KubeApi:
                                                                      {"status": status})
         return self.custom.patch_cluster_custom_object_status(GROUP, VERSION, plural, meta["name"], {"status": status})
 
+    def undecodable(self, metadata, reason):
+        """A Warning event on a BridgeJob the watch skips because it cannot decode it (decode.py),
+        named by what of its metadata could be read."""
+        obj = {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "BridgeJob", "metadata": metadata}
+        self.event(obj, "Undecodable", "the controller cannot decode this BridgeJob (%s) and skips it; create it again "
+                   "within the CRD's limits (docs/bridgejob.md)" % reason, "Warning")
+
     def event(self, obj, reason, message, kind="Normal"):
         """An event about `obj`: a BridgeJob, or any object that carries its kind and apiVersion (a
         backend object). A cluster-scoped object's events go to namespace default, as the
@@ -140,6 +147,6 @@ class KubeApi:
             metadata=self.client.V1ObjectMeta(generate_name="%s." % meta["name"], namespace=namespace),
             involved_object=self.client.V1ObjectReference(
                 api_version=obj.get("apiVersion") or "%s/%s" % (GROUP, VERSION), kind=obj.get("kind") or "BridgeJob",
-                name=meta["name"], namespace=meta.get("namespace"), uid=meta["uid"], resource_version=meta.get("resourceVersion")),
+                name=meta["name"], namespace=meta.get("namespace"), uid=meta.get("uid"), resource_version=meta.get("resourceVersion")),
             reason=reason, message=message[:1000], type=kind, source=self.client.V1EventSource(component="bridge-controller"))
         self.core.create_namespaced_event(namespace, body)

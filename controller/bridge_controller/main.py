@@ -146,6 +146,7 @@ def metrics_text(executor, queue, watcher):
     # Waiting keys are CRs whose retry (a backoff after a failure) or ConfigMap is not due yet.
     lines.extend(["bridge_queue_depth %d" % depth.ready, "bridge_queue_waiting %d" % depth.waiting,
                   "bridge_queue_processing %d" % depth.processing])
+    lines.append("bridge_undecodable_objects %d" % watcher.skipped)
     phases = {}
     for obj in filter(None, map(watcher.get, watcher.keys())):
         phase = (obj.get("status") or {}).get("phase") or "Pending"
@@ -199,10 +200,12 @@ def main(argv=None):
     def observe(kind, obj):
         executor.observe(kind, obj)
 
+    events = KubeApi(api_client)
     # managedFields are half of every object and the controller never reads them (measured: 10,000
     # cached BridgeJobs take 196 MiB with them, 84 MiB without).
     watcher = BridgeJobWatcher(client.CustomObjectsApi(api_client), observe,
-                               namespace=args.namespace, label_selector=args.selector, transform=without_managed_fields)
+                               namespace=args.namespace, label_selector=args.selector, transform=without_managed_fields,
+                               on_skipped=lambda skipped: events.undecodable(skipped.metadata, skipped.reason))
     # Backend objects: the catalog's watches and the probe thread (catalog.py, probe.py).
     backend_selector = args.selector if args.backend_selector is None else args.backend_selector
     catalog = Catalog(client.CustomObjectsApi(api_client), client.CoreV1Api(api_client), namespace=args.namespace,

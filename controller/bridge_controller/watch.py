@@ -20,12 +20,16 @@ BridgeJobs:
   last known state), new ones ADDED, changed ones (other resourceVersion) MODIFIED, and an object
   deleted and re-created under the same name (other UID) DELETED then ADDED.
 
+An object that cannot be decoded (nested deeper than Python's decoder goes, not an object, without
+a name) is skipped on its own (decode.py): it is left out of the cache, as if it did not exist (a
+version cached before is reported DELETED), counted, logged and handed to `on_skipped` once per
+resourceVersion; every other object is served, and the list still makes the watcher synced.
+
 Memory: the cache keeps whole objects unless a `transform` slims them. Measured on a BridgeJob
 with status as the apiserver returns it (3.5 kB of JSON): 10,000 cached objects take about 196 MiB
 of RSS, 84 MiB with `without_managed_fields` (managedFields is half of each object).
 """
 
-import json
 import logging
 import random
 import socket
@@ -33,6 +37,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from bridge_controller.decode import Skipped, decode_event, decode_list
 from bridge_controller.kube import GROUP, PLURAL, VERSION
 from bridge_controller.spec import key_of as object_key
 
@@ -43,6 +48,7 @@ MODIFIED = "MODIFIED"
 DELETED = "DELETED"
 
 EventHandler = Callable[[str, Dict[str, Any]], None]
+SkipHandler = Callable[[Skipped], None]
 
 
 class ResourceExpired(Exception):
@@ -89,26 +95,27 @@ def _lines(response) -> Iterator[bytes]:
         yield buffer
 
 
+def _unparsed(call):
+    """`call` answering a LIST with its body as bytes (a WATCH is unparsed already): the client
+    would decode the whole body at once, and one object it cannot decode would fail all of them."""
+    def unparsed(**kwargs):
+        if kwargs.get("watch"):
+            return call(**kwargs)
+        return call(_preload_content=False, **kwargs).data
+    return unparsed
+
+
 def custom_objects(api, group: str, version: str, plural: str, namespace: Optional[str] = None):
     """The list call of a custom resource through `api` (a `kubernetes.client.CustomObjectsApi`): of
     one namespace, or of every namespace (and of a cluster-scoped resource) when `namespace` is None."""
     if namespace:
-        return lambda **kwargs: api.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
-    return lambda **kwargs: api.list_cluster_custom_object(group, version, plural, **kwargs)
+        return _unparsed(lambda **kwargs: api.list_namespaced_custom_object(group, version, namespace, plural, **kwargs))
+    return _unparsed(lambda **kwargs: api.list_cluster_custom_object(group, version, plural, **kwargs))
 
 
 def namespaces(core):
-    """The list call of core/v1 namespaces through `core` (a `kubernetes.client.CoreV1Api`).
-
-    CoreV1Api turns a list into model objects; the reflector works on the JSON as the apiserver
-    sends it (as CustomObjectsApi returns it), so a LIST is read unparsed and decoded here. A WATCH
-    is unparsed already (`_preload_content=False`)."""
-    def call(**kwargs):
-        if kwargs.get("watch"):
-            return core.list_namespace(**kwargs)
-        response = core.list_namespace(_preload_content=False, **kwargs)
-        return json.loads(response.data)
-    return call
+    """The list call of core/v1 namespaces through `core` (a `kubernetes.client.CoreV1Api`)."""
+    return _unparsed(core.list_namespace)
 
 
 class Reflector:
@@ -123,9 +130,12 @@ class Reflector:
     def __init__(self, list_call, on_event: EventHandler, kind: str, api_version: str,
                  label_selector: Optional[str] = None, page_size: int = 500, watch_timeout: int = 300,
                  retry_base: float = 0.2, retry_cap: float = 30.0,
-                 transform: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None, name: Optional[str] = None):
-        """`list_call(**kwargs)` lists (or with watch=True watches) the resource: `custom_objects`
-        or `namespaces`. `kind` and `api_version` are set on listed items, which carry none.
+                 transform: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None, name: Optional[str] = None,
+                 on_skipped: Optional[SkipHandler] = None):
+        """`list_call(**kwargs)` lists (the body, as bytes) or with watch=True watches (the response)
+        the resource: `custom_objects` or `namespaces`. `kind` and `api_version` are set on listed
+        items, which carry none. `on_skipped(skipped)` hears of each object that could not be
+        decoded, once per resourceVersion, from this thread.
 
         `label_selector` is passed to LIST and WATCH, so a controller started with `--selector`
         only ever sees (and caches) its shard. `watch_timeout` is the server-side `timeoutSeconds`
@@ -143,6 +153,9 @@ class Reflector:
         self.retry_base = retry_base
         self.retry_cap = retry_cap
         self.transform = transform
+        self.on_skipped = on_skipped
+        self.skipped = 0  # objects skipped (the /metrics counter), each resourceVersion once
+        self._reported: set = set()
         self._cache: Dict[str, Dict[str, Any]] = {}
         self._resource_version: Optional[str] = None  # None: the next step is a (re)list
         self._stopped = threading.Event()
@@ -223,9 +236,11 @@ class Reflector:
             kwargs["label_selector"] = self.label_selector
         return self.list_call(**kwargs)
 
-    def _list(self) -> Tuple[List[Dict[str, Any]], str]:
-        """Every object (all pages of one snapshot) and the snapshot's resourceVersion."""
+    def _list(self) -> Tuple[List[Dict[str, Any]], str, List[Skipped]]:
+        """Every object (all pages of one snapshot), the snapshot's resourceVersion and the objects
+        that could not be decoded."""
         items: List[Dict[str, Any]] = []
+        skipped: List[Skipped] = []
         limit: Optional[int] = self.page_size
         token = None
         while True:
@@ -244,18 +259,19 @@ class Reflector:
                 # The continue token outlived the apiserver's compaction window: its snapshot is
                 # gone, so start over from a fresh one, unpaged so it cannot expire again.
                 LOG.info("list of %s: continue token expired; listing again without limit", self.plural)
-                items, limit, token = [], None, None
+                items, skipped, limit, token = [], [], None, None
                 continue
-            items.extend(page.get("items") or [])
-            metadata = page.get("metadata") or {}
+            page_items, metadata, page_skipped = decode_list(page)
+            items.extend(page_items)
+            skipped.extend(page_skipped)
             token = metadata.get("continue")
             if not token:
-                return items, metadata.get("resourceVersion")
+                return items, metadata.get("resourceVersion"), skipped
             if self._stopped.is_set():
                 raise WatchError("stopped while listing")
 
     def _relist(self) -> None:
-        items, resource_version = self._list()
+        items, resource_version, skipped = self._list()
         fresh = {}
         for obj in items:
             # A list's items carry no apiVersion/kind (they are on the list); add them so that
@@ -279,6 +295,11 @@ class Reflector:
                 self._emit(ADDED, new)
             elif _resource_version(new) != _resource_version(old):
                 self._emit(MODIFIED, new)
+        # After the others are queued: reporting one writes an Event. Only the objects still skipped
+        # are remembered, so the set stays as small as they are.
+        reported, self._reported = self._reported, set()
+        for entry in skipped:
+            self._skip(entry, reported)
 
     # ---------------------------------------------------------------- watch
     def _watch_once(self) -> bool:
@@ -299,7 +320,11 @@ class Reflector:
             if self._stopped.is_set():
                 return healthy  # stop() ran between the request and the line above
             for line in _lines(response):
-                self._handle(json.loads(line))
+                event, skipped = decode_event(line)
+                if skipped:
+                    self._skip_watched(skipped)
+                else:
+                    self._handle(event)
                 healthy = True
                 if self._stopped.is_set():
                     return healthy
@@ -339,6 +364,38 @@ class Reflector:
         if resource_version:
             self._resource_version = resource_version
         self._emit(kind, obj)
+
+    def _skip_watched(self, skipped: Skipped) -> None:
+        """A watch event whose object cannot be decoded: its last decodable version, if cached,
+        leaves the cache (nothing acts on a version that is no longer the object's), and the watch
+        goes on after it."""
+        metadata = skipped.metadata
+        if metadata.get("name"):
+            key = object_key({"metadata": metadata})
+            with self._lock:
+                old = self._cache.pop(key, None)
+            if old is not None:
+                self._emit(DELETED, old)
+        if metadata.get("resourceVersion"):
+            self._resource_version = metadata["resourceVersion"]
+        self._skip(skipped, self._reported)
+
+    def _skip(self, skipped: Skipped, reported: set) -> None:
+        """Count, log and hand on `skipped` unless its resourceVersion was reported already."""
+        metadata = skipped.metadata
+        identity = tuple(metadata.get(key) for key in ("namespace", "name", "uid", "resourceVersion"))
+        seen = identity in reported
+        self._reported.add(identity)
+        if seen and metadata.get("resourceVersion"):
+            return
+        self.skipped += 1
+        LOG.warning("%s %s/%s (resourceVersion %s) skipped: %s", self.plural, metadata.get("namespace") or "",
+                    metadata.get("name") or "?", metadata.get("resourceVersion") or "?", skipped.reason)
+        if self.on_skipped is not None and metadata.get("name"):
+            try:
+                self.on_skipped(skipped)
+            except Exception:
+                LOG.exception("reporting the skipped %s %s failed", self.plural, metadata.get("name"))
 
     def _slim(self, obj: Dict[str, Any]) -> Dict[str, Any]:
         return self.transform(obj) if self.transform else obj

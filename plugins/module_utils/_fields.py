@@ -71,6 +71,44 @@ MEMORY_SCHEMA = {"x-kubernetes-int-or-string": True, "minimum": 1, "maxLength": 
 TIME_TEXT = "minutes (90), MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
 DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
+# backend_options is the managers' own request fields, free-form JSON, but bounded: the apiserver
+# stores JSON nested up to 10,000 levels, much deeper than Python decodes (about 1,000), and one
+# such BridgeJob stopped the controller's watch for every tenant (issue 37). Under its backend's
+# key a value nests at most OPTION_LEVELS[backend] arrays and objects, each of at most OPTION_ITEMS
+# items or keys, with strings of at most OPTION_LENGTH characters. The deepest of each: Kubernetes'
+# tolerations > a toleration; LSF's bsub options are scalars (lsf/compile.py); Slurm's time_limit > {set, number} and room
+# for one more; IBM Quantum's pubs > a PUB > parameter_values > a row (> a column); Ray's runtime_env
+# > conda > dependencies > {pip} > its packages.
+OPTION_LEVELS = {"kubernetes": 2, "lsf": 0, "quantum": 5, "ray": 5, "slurm": 3}
+OPTION_KEYS = 64
+OPTION_ITEMS = 1024
+OPTION_LENGTH = 16384
+
+
+def bounded_json(levels):
+    """The BridgeJob schema of any JSON value at most `levels` arrays and objects deep.
+
+    A structural schema gives each node one type, so a node that may be a scalar, an array or an
+    object has none (x-kubernetes-preserve-unknown-fields) and is bounded by the validations that
+    apply to the value it meets: maxItems and items to an array, maxProperties and
+    additionalProperties to an object, maxLength to a string. At the last level no array or object
+    may hold anything."""
+    schema = {"x-kubernetes-preserve-unknown-fields": True, "maxLength": OPTION_LENGTH, "maxItems": 0,
+              "maxProperties": 0}
+    for _level in range(levels):
+        schema = {"x-kubernetes-preserve-unknown-fields": True, "maxLength": OPTION_LENGTH, "maxItems": OPTION_ITEMS,
+                  "maxProperties": OPTION_ITEMS, "items": schema, "additionalProperties": dict(schema)}
+    return schema
+
+
+def backend_options_schema(backend):
+    """The BridgeJob schema of backendOptions.<backend>: its fields, each a bounded JSON value.
+
+    The backends are properties of backendOptions, not its additionalProperties: CEL (the
+    immutability rule) sees only nodes of one type, and a map's values must all be seen. So a key
+    that names no backend is dropped (with a warning; refused by kubectl's strict validation)."""
+    return {"type": "object", "maxProperties": OPTION_KEYS, "additionalProperties": bounded_json(OPTION_LEVELS[backend])}
+
 
 INDEX_DOC = "a range C(0-99), a step C(0-98:2), a comma list of them (C(1,3,5-7)) or a list of numbers"
 # The failure classes of _backend.FAILURE_CLASSES a job can be retried for: a cancelled job was
@@ -382,8 +420,11 @@ FIELDS = (
         "Native request fields per backend, merged over what Bridge compiles: one key per backend, named as the "
         "backend (V(slurm), ...), of which a backend uses only its own.",
         "Bridge does not check these fields against the cluster.",
-    ], {"type": "object", "maxProperties": 5, "additionalProperties": {
-        "type": "object", "x-kubernetes-preserve-unknown-fields": True}}, {
+        "Each backend's fields are at most %d, each value at most %s arrays or objects deep, of at most %d items, "
+        "strings at most %d characters; a key that names no backend is dropped." % (
+            OPTION_KEYS, ", ".join("%d (%s)" % (OPTION_LEVELS[name], name) for name in sorted(OPTION_LEVELS)),
+            OPTION_ITEMS, OPTION_LENGTH),
+    ], {"type": "object", "maxProperties": 5}, {
         "slurm": Compiles("fields of the submit request's C(job), over the compiled ones (not C(comment) or C(script))"),
         "lsf": Compiles("more C(bsub) options (C(-G: group), C(-x: true)); never one Bridge compiles"),
         "kubernetes": Compiles("the Job's and Pod's settings Bridge names (image, node_selector, tolerations, ...)"),

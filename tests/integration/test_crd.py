@@ -333,6 +333,12 @@ def test_ca_config_map_key_defaults_to_ca_crt(objects, namespace):
 @pytest.mark.parametrize("path", INVALID_SAMPLES, ids=[os.path.basename(p)[:-5] for p in INVALID_SAMPLES])
 def test_invalid_sample_is_rejected_naming_the_field(objects, namespace, path):
     expected = expectations(path)
+    if "strict" in expected:
+        # A field the schema does not know is dropped, unless the client asks strict validation.
+        status, message, _fields = rejection(objects.create_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
+                                             load_all(path)[0], field_validation="Strict")
+        assert status == 400 and expected["strict"] in message, message
+        return
     assert expected.get("field") and expected.get("message"), "%s needs # expect-field: and # expect-message:" % path
     status, message, fields = rejection(create, objects, namespace, load_all(path)[0])
     assert status == 422, message
@@ -342,6 +348,14 @@ def test_invalid_sample_is_rejected_naming_the_field(objects, namespace, path):
 
 
 # path in spec, value, None when accepted or (field, text of the message) when rejected
+def nested(levels, leaf=1):
+    """{"a": {"a": ... leaf}}, `levels` objects deep."""
+    value = leaf
+    for _level in range(levels):
+        value = {"a": value}
+    return value
+
+
 EDGE_VALUES = [
     (("resources", "memory"), 4096, None),
     (("resources", "memory"), "1.5GiB", None),
@@ -365,6 +379,18 @@ EDGE_VALUES = [
     (("resultQuery",), "{exit: exit_code, took: [start_time, end_time]}", None),
     (("resultQuery",), "jobs[", None),
     (("resultQuery",), "q" * 1025, ("spec.resultQuery", "Too long")),
+    # backendOptions: free-form under each backend, but bounded (issue 37; docs/bridgejob.md).
+    (("backendOptions",), {"quantum": {"pubs": [{"parameter_values": [[0.1, 0.2]], "observables": {"ZZ": 1.0}}]}}, None),
+    (("backendOptions",), {"ray": {"runtime_env": {"pip": {"packages": ["numpy"]}, "env_vars": {"A": "1"}}}}, None),
+    (("backendOptions",), {"slurm": {"hold": True, "time_limit": {"set": True, "number": 5}}}, None),
+    (("backendOptions",), {"slurm": {"a": nested(4)}}, ("spec.backendOptions.slurm.a.a.a.a", "must have at most 0")),
+    (("backendOptions",), {"ray": {"runtime_env": [[[[["deep"]]]]]}}, None),
+    (("backendOptions",), {"ray": {"runtime_env": [[[[[["deep"]]]]]]}}, (
+        "spec.backendOptions.ray.runtime_env[0][0][0][0][0]", "must have at most 0 items")),
+    (("backendOptions",), {"lsf": {"-R": ["select[mem>1]"]}}, ("spec.backendOptions.lsf.-R", "must have at most 0 items")),
+    (("backendOptions",), {"lsf": {"-%d" % i: "x" for i in range(65)}}, ("spec.backendOptions.lsf", "must have at most 64")),
+    (("backendOptions",), {"lsf": {"-G": "g" * 16385}}, ("spec.backendOptions.lsf.-G", "Too long")),
+    (("backendOptions",), {"quantum": {"pubs": [{}] * 1025}}, ("spec.backendOptions.quantum.pubs", "must have at most 1024")),
 ]
 
 
@@ -385,6 +411,31 @@ def test_edge_values(objects, namespace, path, value, outcome):
     assert status == 422
     assert outcome[0] in fields, message
     assert outcome[1] in message
+
+
+def post_raw(api_client, namespace, body):
+    """POST a BridgeJob given as JSON text, which the client would encode itself; (HTTP status, Status).
+
+    Python's encoder and decoder stop near 1,000 levels; the apiserver reads JSON up to 10,000 deep."""
+    url = "%s/apis/%s/%s/namespaces/%s/%s?dryRun=All" % (api_client.configuration.host, GROUP, VERSION, namespace, PLURAL)
+    headers = {"Content-Type": "application/json"}
+    api_client.update_params_for_auth(headers, None, ["BearerToken"])
+    response = api_client.rest_client.pool_manager.request("POST", url, body=body.encode(), headers=headers)
+    return response.status, response.data
+
+
+def test_backend_options_nested_2000_levels_deep_are_refused_naming_the_field(deployed, namespace):
+    # Issue 37: such a BridgeJob was stored, and the controller's LIST and WATCH failed on it in a
+    # loop (RecursionError), for every tenant.
+    job = sample("slurm.yaml", "BridgeJob")
+    job["metadata"]["name"] = "deep"
+    job["spec"]["backendOptions"] = {"slurm": "DEEP"}
+    depth = 2000
+    text = json.dumps(job).replace('"DEEP"', '{"a":' * depth + "1" + "}" * depth)
+    status, data = post_raw(deployed, namespace, text)
+    assert status == 422, data[:2000]
+    message = json.loads(data[:200000])["message"] if len(data) < 200000 else data[:2000].decode()
+    assert "spec.backendOptions.slurm.a.a.a.a: Too many: 1: must have at most 0 items" in message, message[:2000]
 
 
 def test_ray_backend_takes_no_slurm_api_version(objects, namespace):

@@ -12,7 +12,8 @@ import pytest
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import CAPABILITY_DOCS
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import SpecError
 from ansible_collections.bridge.hpc.plugins.module_utils._fields import (
-    BY_NAME, CONDUCT_FIELDS, FIELDS, GROUPS, ByBridge, argument_spec, group_of, leaf)
+    BY_NAME, CONDUCT_FIELDS, FIELDS, GROUPS, OPTION_LENGTH, OPTION_LEVELS, ByBridge, argument_spec, bounded_json, group_of,
+    leaf)
 from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKENDS
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
 
@@ -142,3 +143,38 @@ def test_conduct_fields_leave_the_derived_identity_as_it_was():
     assert all(BY_NAME[name] for name in CONDUCT_FIELDS)
     arrayed = dict(base, array={"indexes": "0-3"})
     assert normalize_spec(arrayed)["identity"] != normalize_spec(base)["identity"]
+
+
+def admitted_depth(schema, path):
+    """How many arrays and objects deep a value `schema` admits may be; fails naming `path` where a
+    value may be anything (x-kubernetes-preserve-unknown-fields with nothing to bound its content)."""
+    free = schema.get("x-kubernetes-preserve-unknown-fields")
+    if free and (schema.get("maxItems") != 0 and "items" not in schema
+                 or schema.get("maxProperties") != 0 and "additionalProperties" not in schema):
+        raise AssertionError("%s admits any JSON, as deep as the apiserver stores (10,000 levels)" % path)
+    if free and "maxLength" not in schema:
+        raise AssertionError("%s admits strings of any length" % path)
+    children = [admitted_depth(child, "%s.%s" % (path, name)) for name, child in (schema.get("properties") or {}).items()]
+    if isinstance(schema.get("additionalProperties"), dict):
+        children.append(admitted_depth(schema["additionalProperties"], path + ".*"))
+    if schema.get("items"):
+        children.append(admitted_depth(schema["items"], path + "[*]"))
+    opens = schema.get("type") in ("object", "array") or (free and (schema.get("maxItems") or schema.get("maxProperties")))
+    return (1 if opens else 0) + max(children or [0])
+
+
+def test_no_field_a_tenant_writes_admits_json_deeper_than_the_controller_decodes():
+    # Issue 37: a BridgeJob nested 2,000 levels deep under backendOptions was stored, and Python's
+    # decoder (about 1,000 levels) failed the controller's LIST and WATCH on it, for every tenant.
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    with open(os.path.join(REPO, "deploy", "crd.yaml")) as handle:
+        crd = yaml.safe_load(handle)
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert admitted_depth(spec, "spec") <= 16
+    options = spec["properties"]["backendOptions"]["properties"]
+    assert sorted(options) == sorted(BACKENDS) == sorted(OPTION_LEVELS)
+    for name, schema in options.items():
+        assert admitted_depth(schema, "spec.backendOptions." + name) == 1 + OPTION_LEVELS[name], name
+    assert bounded_json(0) == {"x-kubernetes-preserve-unknown-fields": True, "maxLength": OPTION_LENGTH, "maxItems": 0,
+                               "maxProperties": 0}

@@ -36,6 +36,7 @@ class FakeKube:
         self.events = []
         self.status_patches = 0       # patch_status calls, refused ones too
         self.reads = 0
+        self.skipped = 0              # as the watcher's: objects it could not decode (none in memory)
         self._version = 0
         # Re-entrant: listeners run under it and may read back (get) what was just stored.
         self._lock = threading.RLock()

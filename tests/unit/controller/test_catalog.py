@@ -46,11 +46,11 @@ class StubCustom:
 
     def list_namespaced_custom_object(self, group, version, namespace, plural, **kwargs):
         self.scopes.append((plural, namespace))
-        return self.listings[plural].serve(kwargs)
+        return unparsed(self.listings[plural].serve(kwargs), kwargs)
 
     def list_cluster_custom_object(self, group, version, plural, **kwargs):
         self.scopes.append((plural, None))
-        return self.listings[plural].serve(kwargs)
+        return unparsed(self.listings[plural].serve(kwargs), kwargs)
 
 
 class Raw:
@@ -58,16 +58,20 @@ class Raw:
         self.data = json.dumps(body).encode()
 
 
+def unparsed(answer, kwargs):
+    """A LIST's answer as the watch reads it, unparsed; a WATCH's stream as it is."""
+    if kwargs.get("watch"):
+        return answer
+    assert kwargs.get("_preload_content") is False, "a LIST's JSON is read unparsed and decoded object by object"
+    return Raw(answer)
+
+
 class StubCore:
     def __init__(self, listing):
         self.listing = listing
 
     def list_namespace(self, **kwargs):
-        answer = self.listing.serve(kwargs)
-        if kwargs.get("watch"):
-            return answer
-        assert kwargs.get("_preload_content") is False, "the namespaces' JSON is read unparsed, as the apiserver sends it"
-        return Raw(answer)
+        return unparsed(self.listing.serve(kwargs), kwargs)
 
 
 def eventually(check):

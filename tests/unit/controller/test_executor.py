@@ -483,7 +483,8 @@ def test_metrics_count_phases_from_the_watchers_cache_and_the_retries_waiting():
     work.add_rate_limited("ns/b")
     lines = metrics_text(executor, work, kube).splitlines()
     assert 'bridge_tracked_jobs{phase="Queued"} 2' in lines and "bridge_runner_calls_submit 1" in lines
-    assert {"bridge_queue_depth 1", "bridge_queue_waiting 1", "bridge_queue_processing 0"} <= set(lines)
+    assert {"bridge_queue_depth 1", "bridge_queue_waiting 1", "bridge_queue_processing 0",
+            "bridge_undecodable_objects 0"} <= set(lines)
 
 
 # ------------------------------------------------------------------ planning again after a batch

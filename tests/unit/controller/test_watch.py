@@ -38,6 +38,11 @@ def expired(rv):
                                         "reason": "Expired", "code": 410}}
 
 
+class RawJson(str):
+    """An object of StubApi.objects or an event of a StubResponse given as the JSON the apiserver would send (one that
+    Python cannot decode, say)."""
+
+
 class StubResponse:
     """A watch body: one chunk per half line (so line reassembly is exercised), then EOF,
     a raised error (a dropped connection), or a stream held open until close()."""
@@ -52,7 +57,7 @@ class StubResponse:
     def stream(self, amt=None, decode_content=None):
         assert amt is None and decode_content is False
         for item in self.events:
-            line = (json.dumps(item) + "\n").encode()
+            line = ((item if isinstance(item, RawJson) else json.dumps(item)) + "\n").encode()
             middle = len(line) // 2
             yield line[:middle]
             yield line[middle:]
@@ -66,6 +71,13 @@ class StubResponse:
 
     def release_conn(self):
         self.released = True
+
+
+class RawBody:
+    """A response read with _preload_content=False: its body in `data`."""
+
+    def __init__(self, text):
+        self.data = text.encode()
 
 
 class StubApi:
@@ -108,10 +120,11 @@ class StubApi:
             raise self.list_errors.pop(token)
         start = int(token or 0)
         limit = kwargs.get("limit") or len(self.objects)
-        page = [json.loads(json.dumps(obj)) for obj in self.objects[start:start + limit]]
+        assert kwargs.get("_preload_content") is False, "a LIST is read unparsed and decoded object by object"
+        page = [obj if isinstance(obj, RawJson) else json.dumps(obj) for obj in self.objects[start:start + limit]]
         more = start + limit < len(self.objects)
-        return {"apiVersion": "bridge.dev/v1alpha1", "kind": "BridgeJobList", "items": page,
-                "metadata": {"resourceVersion": self.rv, "continue": str(start + limit) if more else ""}}
+        return RawBody('{"apiVersion":"bridge.dev/v1alpha1","items":[%s],"kind":"BridgeJobList","metadata":%s}' % (
+            ",".join(page), json.dumps({"resourceVersion": self.rv, "continue": str(start + limit) if more else ""})))
 
     def lists(self):
         return [call[5] for call in self.calls if not call[5].get("watch")]
