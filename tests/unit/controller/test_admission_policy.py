@@ -115,9 +115,10 @@ def test_the_author_is_written_by_admission_and_checked_whether_or_not_it_was():
     assert one(mutation, "MutatingAdmissionPolicyBinding")["spec"]["policyName"] == policy["metadata"]["name"]
     (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
     assert rule["resources"] == ["bridgejobs", "bridgebackends"] and sorted(rule["operations"]) == ["CREATE", "UPDATE"]
-    expression = policy["spec"]["mutations"][0]["applyConfiguration"]["expression"]
-    assert "'%s': request.userInfo.username" % AUTHOR in expression
-    assert "'%s': has(request.userInfo.groups) ? request.userInfo.groups.join('\\n')" % AUTHOR_GROUPS in expression
+    expression = policy["spec"]["mutations"][0]["jsonPatch"]["expression"]
+    assert "path: '/metadata/annotations/%s', value: request.userInfo.username" % AUTHOR.replace("/", "~1") in expression
+    assert "path: '/metadata/annotations/%s', value: has(request.userInfo.groups) ? request.userInfo.groups.join('\\n')" % (
+        AUTHOR_GROUPS.replace("/", "~1")) in expression
     checked = one(objects("admission-policy.yaml"), "ValidatingAdmissionPolicy", "bridge-authors-recorded")
     (rule,) = checked["spec"]["matchConstraints"]["resourceRules"]
     assert rule["resources"] == ["bridgejobs", "bridgebackends"] and checked["spec"]["failurePolicy"] == "Fail"
