@@ -51,7 +51,7 @@ def test_the_credentials_handed_over_are_those_of_the_backend(tmp_path):
 
 def test_unknown_keys_and_wrong_types_are_refused_naming_them(tmp_path):
     with pytest.raises(SpecError, match="unexpected keys password in the handed-over document; allowed for slurm: "
-                       "api_version, ca_path, iam_url, jobs, namespace, token, url, user, validate_certs$"):
+                       "api_version, ca_path, iam_url, identity_key, jobs, namespace, token, url, user, validate_certs$"):
         handed(tmp_path, {"password": "x"}, ALLOWED)
     with pytest.raises(SpecError, match="jobs in the handed-over document must be a list"):
         handed(tmp_path, {"jobs": "all"}, ALLOWED)
