@@ -206,9 +206,6 @@ class SlurmClient(Backend):
         self.identity_keys = identity_keys(identity_key)
         for key in self.identity_keys:
             self.transport.add_secret(key)
-        # The user slurmrestd says a request ran as (meta.client.user, v0.0.40 on), for a client
-        # that knows none itself (a token naming no user, without the option user).
-        self.answered_user = None
         self._api_version = api_version
         self.warnings = []
         self.cluster = None
@@ -374,8 +371,6 @@ class SlurmClient(Backend):
         # 24.11 names the cluster only in meta (its partitions and nodes carry "").
         cluster = at_path(body, "meta", "slurm", "cluster")
         self.cluster = cluster if isinstance(cluster, str) and cluster else self.cluster
-        answered_user = at_path(body, "meta", "client", "user")
-        self.answered_user = answered_user if isinstance(answered_user, str) and answered_user else self.answered_user
         release = _named_release(body)
         self.release = release or self.release
         for warning in warnings:
@@ -610,7 +605,10 @@ class SlurmClient(Backend):
     def _claimed(self, jobs, identities, refused):
         """{identity: job} of `jobs` that are this user's, one submission each (slurm/identity.py);
         the identities refused join `refused`, the jobs passed over the warnings."""
-        found, more, notes = claim(jobs, identities, self.user or self.answered_user, self.identity_keys)
+        # The owner is the user the client sends (given, or the token's own). Not meta.client.user
+        # of an answer: on 24.11 that names the user of the TCP connection's process (root for a
+        # root curl with bridge's token), not the user the token authenticates.
+        found, more, notes = claim(jobs, identities, self.user, self.identity_keys)
         for identity, (why, job_ids) in more.items():
             refused[identity] = self.error(AmbiguousIdentity, why, "look up", "identity", identity)
             refused[identity].job_ids = job_ids
@@ -660,10 +658,9 @@ class SlurmClient(Backend):
         with more than CURRENT_READS of those, none, and not complete (the caller's list of the
         queue finds them)."""
         ended = ended_of(recorded, identities)
-        user = self.user or self.answered_user
         # Another user's jobs of the same name are not read: they are never this user's (claim).
         unfinished = [job for job in recorded if (not job["terminal"] or not job["identity"])
-                      and (user is None or job.get("user") == user)]
+                      and (self.user is None or job.get("user") == self.user)]
         current = []
         complete = len(unfinished) <= CURRENT_READS
         if complete:

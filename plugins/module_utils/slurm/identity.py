@@ -87,9 +87,9 @@ def claim(jobs, identities, user, keys=()):
     for identity, matches in candidates.items():
         if user is None and any(verdict is None for _job, verdict in matches):
             ids = sorted(set(job["job_id"] for job, _verdict in matches))
-            refused[identity] = ("the user the credential acts for is not known (no user given, a token that names "
-                                 "none, and no answer naming it), so whose job %s is cannot be checked: adopted none, "
-                                 "submitted nothing; give the option user (SLURM_USER)" % ", ".join(ids), ids)
+            refused[identity] = ("the user the credential acts for is not known (no user given, and a token that "
+                                 "names none), so whose job %s is cannot be checked: adopted none, submitted nothing; "
+                                 "give the option user (SLURM_USER)" % ", ".join(ids), ids)
             continue
         submissions = {}
         for job, _verdict in matches:

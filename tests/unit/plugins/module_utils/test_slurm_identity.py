@@ -171,8 +171,10 @@ def test_without_a_known_user_an_untagged_job_is_refused_a_tagged_one_adopted():
     assert keyed_client(Stub(live=[tagged], recorded=None), user=None, token=token_naming({})).find("carols-uid")
 
 
-def test_the_user_slurmrestd_names_in_its_answer_is_the_owner_when_none_is_given():
-    stub = Stub(live=[live_job(457, "carols-uid"), owned_by(live_job(458, "carols-uid"), "bridgeother")], recorded=None)
+def test_the_user_an_answer_says_the_request_came_from_is_not_taken_for_the_owner():
+    """24.11's meta.client.user names the user of the TCP connection's process (root for a root
+    curl with bridge's token), not the one the token authenticates: it vouches for nothing."""
+    stub = Stub(live=[live_job(457, "carols-uid")], recorded=None)
     handle = stub.handle
 
     def with_meta(request):
@@ -180,11 +182,12 @@ def test_the_user_slurmrestd_names_in_its_answer_is_the_owner_when_none_is_given
         if response.status_code != 200:
             return response
         body = json.loads(response.content)
-        body["meta"] = {"client": {"source": "[127.0.0.1]:5", "user": "bridge", "group": "bridge"}}
+        body["meta"] = {"client": {"source": "[localhost]:44570(fd:9)", "user": "bridge", "group": "bridge"}}
         return httpx.Response(response.status_code, json=body)
 
     stub.handle = with_meta
-    assert keyed_client(stub, key=None, user=None, token=token_naming({})).find("carols-uid")["job_id"] == "457"
+    with pytest.raises(AmbiguousIdentity):
+        keyed_client(stub, key=None, user=None, token=token_naming({})).find("carols-uid")
 
 
 def test_a_batch_fails_only_the_item_whose_identity_is_ambiguous():
