@@ -128,8 +128,8 @@ refused:
   description:
     - Identities that no one job of the credential's user can be pinned on (Slurm), by identity,
       each the error (C(type) C(AmbiguousIdentity), C(job_ids), C(message)); such an identity is
-      neither in RV(jobs) nor in RV(missing).
-  returned: when query is not set and an identity was refused
+      neither in RV(jobs) nor in RV(missing). Only there when an identity was refused.
+  returned: when query is not set
   type: dict
   sample: {"3f2a": {"type": "AmbiguousIdentity", "job_ids": ["457", "458"]}}
 requests:

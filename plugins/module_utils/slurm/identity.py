@@ -26,7 +26,8 @@ import hashlib
 import hmac
 
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import natural_key, newer
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import at_path, number
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.accounting import job_comment
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import at_path, number, tag_of
 
 # 128 bits of HMAC-SHA256 as hex: nobody without the key makes a tag that verifies.
 TAG_HEX_DIGITS = 32
@@ -55,7 +56,9 @@ def submission_of(job):
 def vouched(job, keys):
     """True when the job's tag verifies under one of `keys`, None when it has no tag (or there is
     no key to check one with), False for a tag none of the keys made."""
-    tag = job.get("identity_tag")
+    # The comment of the native record: slurmctld's string or accounting's comment.job, an
+    # array's its first record's (arrays.fold), which every record of it carries.
+    tag = tag_of(job_comment(job.get("native") or {}))
     if not tag or not keys:
         return None
     return any(hmac.compare_digest(identity_tag(key, job["identity"]), tag) for key in keys)

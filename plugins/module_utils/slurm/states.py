@@ -237,7 +237,6 @@ def normalize_job(native):
         "job_id": required_name(native, "job_id"),
         "name": text(native.get("name")),
         "identity": identity_of(native.get("comment")),
-        "identity_tag": tag_of(native.get("comment")),
         "phase": phase,
         "terminal": terminal,
         "native_state": "+".join([base] + flags),

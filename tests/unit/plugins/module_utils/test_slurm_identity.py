@@ -148,6 +148,18 @@ def test_with_a_key_a_copied_or_made_up_tag_is_not_adopted_a_tagged_or_untagged_
     assert keyed_client(Stub(live=[live_job(457, "legacy")], recorded=None)).find("legacy")["job_id"] == "457"
 
 
+def test_an_arrays_tag_is_read_from_its_records_comment():
+    def array(first, comment):
+        return [dict(live_job(first + index, "sweep"), array_job_id={"set": True, "number": first},
+                     array_task_id={"set": True, "number": index}, comment=comment) for index in range(2)]
+
+    tagged = array(500, "bridge:sweep mac=%s array=0-1" % identity_tag(KEY, "sweep"))
+    made_up = array(600, "bridge:sweep mac=%s array=0-1" % ("f" * 32))
+    client = keyed_client(Stub(live=tagged + made_up, recorded=None))
+    found = client.find("sweep")
+    assert found["job_id"] == "500" and found["array"]["indexes"] == "0,1"
+
+
 def test_a_job_tagged_with_an_older_key_is_found_after_the_key_changed():
     tagged = owned_by(live_job(457, "carols-uid"), "bridge", "bridge:carols-uid mac=%s" % identity_tag(OLD_KEY, "carols-uid"))
     client = keyed_client(Stub(live=[tagged], recorded=None), key=KEY + "\n" + OLD_KEY)
