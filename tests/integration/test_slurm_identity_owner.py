@@ -149,3 +149,48 @@ def test_two_of_the_users_own_jobs_with_one_identity_fail_the_module_naming_both
     finally:
         for job_id in submitted:
             mine.cancel(job_id)
+
+
+def test_the_controllers_runner_tags_with_its_key_and_polls_only_its_own_job(tmp_path, monkeypatch):
+    """The controller's path: the key goes through the pipe (never a file of the runner's
+    directory), the comment carries its tag, bridgeother's copy is passed over, and a copy under
+    bridge's own name makes the poll name both jobs instead of choosing one."""
+    sys.path.insert(0, os.path.join(REPO, "controller"))
+    from bridge_controller.runner import AnsibleRunner  # pylint: disable=import-outside-toplevel
+    from ansible_collections.bridge.hpc.plugins.module_utils.slurm.identity import identity_tag
+
+    values = require_slurm("22.05")
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    runner = AnsibleRunner(os.path.join(REPO, "playbooks"), str(tmp_path / "runner"), collections_path=COLLECTIONS,
+                           python=sys.executable, identity_key=KEY)
+    backend = {"type": "slurm", "url": values["SLURM_URL"]}
+    credentials = {"user": values["SLURM_USER"], "token": values["SLURM_JWT"]}
+    identity = "cr-%s" % uuid.uuid4().hex[:10]
+    mine = client_of(values)
+    other_token = token_of("22.05", OTHER_USER)
+    own_id, copies = None, []
+    try:
+        submitted = runner.run("submit", backend, credentials, jobs=[{
+            "identity": identity, "script": "#!/bin/bash\nsleep 300\n", "queue": "debug", "working_directory": "/tmp",
+            "stdout": "/dev/null"}])
+        own_id = submitted["results"][0]["job"]["job_id"]
+        comment = comment_seen_by(values, mine.api_version, other_token, own_id)
+        assert comment == "bridge:%s mac=%s" % (identity, identity_tag(KEY, identity))
+        copies.append(submit_as(values, mine.api_version, OTHER_USER, other_token, comment, "#!/bin/sh\nexit 3\n"))
+        ended(client_of(values, user=OTHER_USER, token=other_token), copies[0])
+        polled = runner.run("poll", backend, credentials, identities=[identity])
+        assert polled["jobs"][identity]["job_id"] == own_id and "refused" not in polled, polled
+
+        copies.append(submit_as(values, mine.api_version, values["SLURM_USER"], values["SLURM_JWT"], comment,
+                                "#!/bin/sh\nsleep 300\n"))
+        polled = runner.run("poll", backend, credentials, identities=[identity])
+        assert identity not in polled["jobs"] and identity not in polled["missing"], polled
+        error = polled["refused"][identity]
+        assert error["type"] == "AmbiguousIdentity" and error["job_ids"] == sorted([own_id, copies[1]], key=int), error
+        leaks = subprocess.run(["grep", "-rl", KEY, str(tmp_path)], capture_output=True, text=True, check=False)
+        assert leaks.stdout == "", "the identity key reached the runner directory: %s" % leaks.stdout
+    finally:
+        runner.close()
+        for job_id in [own_id] + copies[1:]:
+            if job_id:
+                mine.cancel(job_id)
