@@ -45,13 +45,13 @@ from ansible_collections.bridge.hpc.plugins.module_utils._transport import IDEMP
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.accounting import LOOKUP_WINDOW_DAYS, job_comment, query
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.arrays import UNKNOWN_END, ended_record, ended_task, fold
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.compile import LEGACY_VERSIONS, SRUN_OPTIONS, compile_job
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm.identity import claim, identity_keys, identity_tag
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.fit import (
     check_fits,
     normalize_node,
     normalize_partition,
     queue_records,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.identity import claim, identity_keys, identity_tag
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import (
     NEVER_STARTS as HOPELESS_DOC,
     at_path,
@@ -695,7 +695,8 @@ class SlurmClient(Backend):
         jobs = self._first_answer(ask)
         if jobs is None:
             return None
-        bare = [job["job_id"] for job in jobs if job["terminal"] and not job_comment(job["native"])]
+        bare = [job["job_id"] for job in jobs if job["terminal"] and not job_comment(job["native"])
+                and (self.user is None or job.get("user") == self.user)]
         if bare:
             note = ("Slurm accounting shows ended job %s without a comment; if Bridge submitted it, accounting does not "
                     "keep job comments, where Bridge keeps a job's identity: set AccountingStoreFlags=job_comment in "
