@@ -20,3 +20,10 @@ def namespaced(backend_type):
     `namespace`): the BridgeJob's own, unless spec.backend.namespace names another."""
     backend = BACKENDS.get(backend_type)
     return backend is not None and "namespace" in backend.connection_options()
+
+
+def tags_identities(backend_type):
+    """Whether the jobs of `backend_type` carry an identity tagged with the controller's identity
+    key (the connection option `identity_key`, module_utils/slurm/identity.py)."""
+    backend = BACKENDS.get(backend_type)
+    return backend is not None and "identity_key" in backend.connection_options()

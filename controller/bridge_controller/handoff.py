@@ -14,7 +14,7 @@ import fcntl
 import os
 import time
 
-from bridge_controller.backends import credential_keys
+from bridge_controller.backends import credential_keys, tags_identities
 
 
 # The Secret key of a Slurm login node's private key (spec.login of the backend), handed over in
@@ -35,7 +35,7 @@ def hold_controller_lock(pipe_dir):
 
 
 def handoff_document(action, connection, credentials, jobs=None, identities=None, wait_timeout=120, output_lines=None,
-                     output_secrets=None, output_follow=None):
+                     output_secrets=None, output_follow=None, identity_key=None):
     """What the module of `action` reads from its pipe: the connection options but the backend's
     type (the playbook's one extra var), its work, and exactly the credentials of the backend that
     the Secret holds (a Secret may carry other keys, a CA for instance), each under the name of the
@@ -43,10 +43,14 @@ def handoff_document(action, connection, credentials, jobs=None, identities=None
     `output_lines` ({identity: tail_lines}) asks a poll for the output of the jobs it finds finished,
     `output_follow` ([identity] of those) for that of the jobs it finds running too, `output_secrets`
     ({identity: [value]}) what to mask in each besides the connection's secrets. A document without
-    a job that follows its output has no `output_follow`, as before there was one."""
+    a job that follows its output has no `output_follow`, as before there was one. `identity_key`
+    (the controller's --identity-key-file) goes to a backend whose jobs carry a tagged identity."""
     credentials = credentials or {}
     document = dict((option, value) for option, value in connection.items() if option != "type" and value is not None)
     document.update((option, credentials[key]) for option, key in credential_keys(connection["type"]) if credentials.get(key))
+    document.pop("identity_key", None)   # the controller's alone, whatever a connection says
+    if identity_key and tags_identities(connection["type"]):
+        document["identity_key"] = identity_key
     if document.get("login") and credentials.get(LOGIN_KEY):
         document["login"] = dict(document["login"], private_key=credentials[LOGIN_KEY])
     if action == "poll":

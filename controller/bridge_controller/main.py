@@ -96,6 +96,10 @@ def make_parser():
                         help="the ServiceAccount, in each BridgeJob's namespace, whose short-lived token runs the Jobs of "
                              "a kubernetes backend without credentialsSecretRef (deploy/tenant/ makes it; default %s)"
                              % DEFAULT_JOB_SERVICE_ACCOUNT)
+    parser.add_argument("--identity-key-file", metavar="PATH",
+                        help="file of the key that tags the identity in each Slurm job's comment, so that no other "
+                             "user of the cluster can make a job Bridge takes for a BridgeJob's (a Secret tenants "
+                             "cannot read; one key a line, the first tags, all verify)")
     for feature, what in (("exec", "exec and auth-provider plugins, which run commands on the controller's machine"),
                           ("files", "tokenFile and certificate, key and CA file paths, which read the controller's files"),
                           ("tls", "insecure-skip-tls-verify")):
@@ -119,6 +123,7 @@ def parse_args(argv):
         args.policy = Policy(args.allowed_backend_urls, args.kubeconfig_features)
     except ValueError as exc:
         parser.error("--allowed-backend-url: %s" % exc)
+    args.identity_key = identity_key_of(parser, args.identity_key_file)
     # The controller reads the collection it runs: its backends, error kinds and phases must be
     # those of the modules its playbooks call.
     problem = args.collections_path and collection.mismatch(args.collections_path)
@@ -136,6 +141,21 @@ def refuse_ambient_credentials(environ):
         if name == "KUBECONFIG" or name.startswith("K8S_AUTH_"):
             del environ[name]
     environ[module_utils("k8s.client").AMBIENT_CREDENTIALS] = "refuse"
+
+
+def identity_key_of(parser, path):
+    """The text of --identity-key-file (None without it); an unreadable or empty file stops the
+    controller, since jobs tagged with its key would otherwise be submitted untagged."""
+    if not path:
+        return None
+    try:
+        with open(path) as handle:
+            text = handle.read(65536)
+    except (IOError, OSError) as exc:
+        parser.error("--identity-key-file: cannot read '%s': %s" % (path, exc.strerror or type(exc).__name__))
+    if not text.strip():
+        parser.error("--identity-key-file: '%s' holds no key" % path)
+    return text
 
 
 def metrics_text(executor, queue, watcher):
@@ -194,7 +214,8 @@ def main(argv=None):
     standby = [action for action in args.standby.split(",") if action]
     runner = AnsibleRunner(args.playbook_dir, args.work_dir, collections_path=args.collections_path,
                            rotate_artifacts=args.rotate_artifacts, python=args.python, standby=standby,
-                           max_standby=args.max_standby, allow_list=args.policy.allow_list)
+                           max_standby=args.max_standby, allow_list=args.policy.allow_list,
+                           identity_key=args.identity_key)
 
     # The watcher's cache is the executor's too, so the handler is bound late: each needs the other.
     def observe(kind, obj):

@@ -109,5 +109,11 @@ def poll_outcomes(identities, result):
         return dict((identity, outcome) for identity in identities)
     jobs = result.get("jobs") or {}
     gone = Outcome({"reachable": True, "message": "the backend no longer knows this job"}, DONE)
-    return dict((identity, Outcome({"job": jobs[identity], "reachable": True}, DONE) if jobs.get(identity) else gone)
-                for identity in identities)
+    outcomes = dict((identity, Outcome({"job": jobs[identity], "reachable": True}, DONE) if jobs.get(identity) else gone)
+                    for identity in identities)
+    # Several jobs carry the identity (module_utils/slurm/identity.py): none is taken for the
+    # BridgeJob's, which keeps what it last knew, and the error names them.
+    for identity, error in (result.get("refused") or {}).items():
+        if identity in outcomes:
+            outcomes[identity] = unreachable(module_error({"error": error}, "AmbiguousIdentity"), error.get("message"))
+    return outcomes

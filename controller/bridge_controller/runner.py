@@ -117,7 +117,7 @@ class AnsibleRunner:
     """
 
     def __init__(self, playbook_dir, work_dir, collections_path=None, rotate_artifacts=50, python=None,
-                 standby=("submit",), max_standby=2, clock=time.monotonic, allow_list=None):
+                 standby=("submit",), max_standby=2, clock=time.monotonic, allow_list=None, identity_key=None):
         self.playbook_dir = playbook_dir
         self.work_dir = work_dir
         self.collections_path = collections_path
@@ -126,6 +126,7 @@ class AnsibleRunner:
         # The operator's --allowed-backend-url (policy.AllowList), which the modules check every
         # request against, but for a ClusterBridgeBackend's connection (OPERATOR_CHOSEN); None: any URL.
         self.allow_list = allow_list
+        self.identity_key = identity_key
         self.clock = clock
         handoff_dir = os.path.join(os.path.abspath(work_dir), "handoff")
         remove_orphans(handoff_dir)
@@ -227,7 +228,7 @@ class AnsibleRunner:
         if self.may_act is not None and not self.may_act():
             raise NotActing("%s playbook not started: this replica is not the leader" % action)
         document = handoff_document(action, self._connection(backend), credentials, jobs, identities, wait_timeout,
-                                    output_lines, output_secrets, output_follow)
+                                    output_lines, output_secrets, output_follow, self.identity_key)
         data = json.dumps(document).encode("utf-8")
         started = self.standby.take(action, backend)
         if started is not None and not write_to_pipe(started.pipe, data, started.alive, clock=self.clock):

@@ -37,6 +37,12 @@ options:
       - Mutually exclusive with O(token). The token read from it is never logged, and it is never
         part of a result or an error message.
     type: path
+  identity_key:
+    description:
+      - Secret key that tags each Slurm job's identity in its comment (O(backend=slurm) only), so that no other
+        user of the cluster can make a job Bridge takes for this one's; see M(bridge.hpc.slurm_job).
+      - Never logged, never part of a result or an error message.
+    type: str
   password:
     description:
       - Password of O(user), which LSF Application Center trades for a session token (O(backend=lsf) only).

@@ -55,6 +55,17 @@ options:
       - If not set, the newest version the server offers is discovered with C(GET /slurm/<version>/ping/).
     type: str
     choices: [v0.0.45, v0.0.44, v0.0.43, v0.0.42, v0.0.41, v0.0.40, v0.0.39, v0.0.38, v0.0.37, v0.0.36]
+  identity_key:
+    description:
+      - Secret key that tags each job's identity in its comment (C(bridge:<identity> mac=<tag>), the tag an
+        HMAC-SHA256 of the identity), so that no other user of the cluster can make a job that Bridge
+        takes for this one's. Several keys, one a line; the first tags new jobs, every one is accepted.
+      - Whatever the key, only jobs of the user the credential acts for are taken for a task's job; with a
+        key, a job whose tag another key made is not either. A job without a tag (submitted without a key)
+        is still found. Two jobs carrying one identity are refused with C(AmbiguousIdentity), naming both.
+      - The BridgeJob controller hands over its own (C(--identity-key-file)).
+      - Never logged, never part of a result or an error message.
+    type: str
   validate_certs:
     description:
       - Verify the server's TLS certificate. Turn off only for a throwaway test cluster.

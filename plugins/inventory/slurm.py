@@ -93,6 +93,12 @@ options:
     type: path
     env:
       - name: SLURM_JWT_FILE
+  identity_key:
+    description:
+      - The key that tags Slurm job identities (see M(bridge.hpc.slurm_job)). The inventory reads partitions
+        and nodes, no job, so it does not use it; it is accepted so that one connection serves both.
+      - Never cached, never set as a host variable, never part of an error message.
+    type: str
   api_version:
     description:
       - Slurm REST API version to speak, such as C(v0.0.38) or C(v0.0.42).

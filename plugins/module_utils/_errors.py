@@ -106,6 +106,28 @@ class ServerError(BridgeError):
         return self.status is None or self.status == 429 or self.status >= 500
 
 
+class AmbiguousIdentity(BridgeError):
+    """Jobs carry an identity that cannot be pinned on one submission of the credential's user
+    (`job_ids`): none is adopted and nothing is submitted. Permanent while those jobs carry it.
+
+    A lookup of several identities raises it for the first refused one, with `refused`
+    ({identity: AmbiguousIdentity} of all) and `found` (the answer for the others), so that a
+    batch fails only the items it concerns."""
+
+    kind = "ambiguous_identity"
+
+    def __init__(self, reason, verb=None, obj=None, ident=None, manager=None, url=None, status=None, job_ids=()):
+        self.job_ids = list(job_ids)
+        self.refused = {}
+        self.found = {}
+        super(AmbiguousIdentity, self).__init__(reason, verb, obj, ident, manager, url, status)
+
+    def to_dict(self):
+        result = super(AmbiguousIdentity, self).to_dict()
+        result["job_ids"] = list(self.job_ids)
+        return result
+
+
 class MalformedResponse(BridgeError):
     """The answer was not what the manager's API sends: HTML from a proxy, another service's JSON,
     a truncated body, fields of the wrong type. Permanent: the URL most likely points elsewhere."""

@@ -31,6 +31,10 @@ from ansible_collections.bridge.hpc.plugins.module_utils._registry import BACKEN
 # but its type, which picks the module's backend and is the playbook's one extra var.
 HANDOFF_CONNECTION = dict(url=str, namespace=str, api_version=str, iam_url=str, validate_certs=bool, ca_path=str)
 
+# Options the controller itself hands over, never read from a BridgeJob or its Secret: the key
+# that tags Slurm job identities (slurm/identity.py), for a backend that has the option.
+CONTROLLER_SECRETS = ("identity_key",)
+
 HANDOFF_OPTIONS = dict(
     handoff_pipe=dict(type="path"),
     handoff_timeout=dict(type="int", default=900),
@@ -123,6 +127,12 @@ def take_handoff(module, work):
     work.update(HANDOFF_CONNECTION)
     if module.params["backend"] == "slurm" and "login" in module.params:
         work["login"] = dict   # the login node a Slurm job's output is read on (spec.login)
+    connection = BACKENDS[module.params["backend"]].connection_options()
+    for key in CONTROLLER_SECRETS:
+        if key in connection:
+            work[key] = str
+            if document.get(key):
+                module.no_log_values.add(document[key])
     check_login(module, document.get("login"))
     for values in (document.get("output_secrets") or {}).values() if isinstance(document.get("output_secrets"), dict) else ():
         module.no_log_values.update(str(value) for value in values or () if value)

@@ -17,6 +17,7 @@ import time
 from ansible_collections.bridge.hpc.plugins.module_utils import _retry as retries
 from ansible_collections.bridge.hpc.plugins.module_utils._backend import TERMINAL_PHASES
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
+    AmbiguousIdentity,
     AuthFailed,
     BridgeError,
     CredentialsRefused,
@@ -433,12 +434,13 @@ def ensure_many_present(client, specs, check_mode=False, wallclock=time.time):
         more_identities, more_names = (retries.lookup_keys if spec.get("retry") else lookup_keys)(spec)
         identities.extend(more_identities)
         names.extend(more_names)
-    existing = client.find_many(identities, names=names)
+    existing, refused = find_all(client, identities, names)
     results = []
     for spec in specs:
         item = {"identity": spec["identity"], "changed": False, "failed": False}
         try:
             item["rendered"] = client.render(spec)
+            _refuse_ambiguous(spec, refused)
             refuse_output(client, spec)
             if spec.get("retry"):
                 item["changed"], item["job"], item["rendered"] = _step(client, spec, existing, check_mode, wallclock,
@@ -479,10 +481,30 @@ def _step(client, spec, found, check_mode, wallclock, rendered):
     return changed, retries.with_attempts(spec, found, decision.job, decision), rendered
 
 
+def find_all(client, identities, names):
+    """(find_many's answer, {identity: AmbiguousIdentity} of those it refused): a batch fails
+    only the items whose identity no one job can be pinned on."""
+    try:
+        return client.find_many(identities, names=names), {}
+    except AmbiguousIdentity as exc:
+        return exc.found, exc.refused
+
+
+def _refuse_ambiguous(spec, refused):
+    """The AmbiguousIdentity of the first of a spec's identities (its attempts' too) refused."""
+    for identity in (retries.lookup_keys if spec.get("retry") else lookup_keys)(spec)[0]:
+        if identity in refused:
+            raise refused[identity]
+
+
 def read_many(client, identities):
-    """(jobs by identity, identities without a job) from one list request."""
-    found = client.poll_many(identities)
-    return found, [identity for identity in identities if identity not in found]
+    """(jobs by identity, identities without a job, {identity: AmbiguousIdentity} of those several
+    jobs carry) from one list request."""
+    try:
+        found, refused = client.poll_many(identities), {}
+    except AmbiguousIdentity as exc:
+        found, refused = exc.found, exc.refused
+    return found, [identity for identity in identities if identity not in found and identity not in refused], refused
 
 
 def ensure_many_absent(client, identities, check_mode=False, wait=False, wait_timeout=600, poll_interval=5,

@@ -124,6 +124,14 @@ missing:
   type: list
   elements: str
   sample: [sweep-lr-0.01]
+refused:
+  description:
+    - Identities that no one job of the credential's user can be pinned on (Slurm), by identity,
+      each the error (C(type) C(AmbiguousIdentity), C(job_ids), C(message)); such an identity is
+      neither in RV(jobs) nor in RV(missing). Only there when an identity was refused.
+  returned: when query is not set
+  type: dict
+  sample: {"3f2a": {"type": "AmbiguousIdentity", "job_ids": ["457", "458"]}}
 requests:
   description: HTTP requests this read took.
   returned: when query is not set
@@ -196,7 +204,7 @@ def read_jobs(module, client):
     follow = set(module.params.get("output_follow") or ())
     secrets = module.params.get("output_secrets") or {}
     attach_login(client, module.params)
-    found, missing = read_many(client, module.params["identities"])
+    found, missing, refused = read_many(client, module.params["identities"])
     # Read before the native payloads go: a Slurm array task's file name needs its array ids.
     for identity, job in found.items():
         if identity in lines:
@@ -206,7 +214,10 @@ def read_jobs(module, client):
     if module.params["results_summary"]:
         for job in found.values():
             add_results_summary(client, job)
-    exit_with(module, client, {"changed": False, "jobs": found, "missing": missing, "requests": client.requests_sent})
+    result = {"changed": False, "jobs": found, "missing": missing, "requests": client.requests_sent}
+    if refused:
+        result["refused"] = dict((identity, error.to_dict()) for identity, error in refused.items())
+    exit_with(module, client, result)
 
 
 def main():

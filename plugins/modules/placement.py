@@ -86,6 +86,9 @@ options:
       password:
         description: As O(bridge.hpc.job#module:password). Never logged, never part of a result or an error message.
         type: str
+      identity_key:
+        description: As O(bridge.hpc.job#module:identity_key). Never logged, never part of a result or an error message.
+        type: str
       api_version:
         description: As O(bridge.hpc.job#module:api_version).
         type: str

@@ -26,10 +26,10 @@ from ansible_collections.bridge.hpc.plugins.module_utils._backend import (
     compilable,
     items,
     manager_reason,
-    newest_by_identity,
     select,
 )
 from ansible_collections.bridge.hpc.plugins.module_utils._errors import (
+    AmbiguousIdentity,
     AuthFailed,
     BridgeError,
     ConnectionFailed,
@@ -51,6 +51,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.slurm.fit import (
     normalize_partition,
     queue_records,
 )
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.identity import claim, identity_keys, identity_tag
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.states import (
     NEVER_STARTS as HOPELESS_DOC,
     at_path,
@@ -164,6 +165,8 @@ class SlurmClient(Backend):
         token=dict(type="str"),
         token_file=dict(type="path"),
         api_version=dict(type="str", choices=VERSION_CHOICES),
+        # The controller's key (never a tenant's), so no credential of the Secret: slurm/identity.py.
+        identity_key=dict(type="str", no_log=True),
     )
     ENV = dict(url=("SLURM_URL",), user=("SLURM_USER",), token=("SLURM_JWT",), token_file=("SLURM_JWT_FILE",))
     EXCLUSIVE = (("token", "token_file"),)
@@ -175,10 +178,10 @@ class SlurmClient(Backend):
     def from_options(cls, get):
         cls.require_exclusive(get)
         return cls(cls.require_url(get("url")), user=get("user"), token=get("token"), token_file=get("token_file"),
-                   api_version=get("api_version"), **cls.transport_options(get))
+                   api_version=get("api_version"), identity_key=get("identity_key"), **cls.transport_options(get))
 
     def __init__(self, url, user=None, token=None, api_version=None, validate_certs=True,
-                 ca_path=None, timeout=30.0, retries=3, transport=None, token_file=None):
+                 ca_path=None, timeout=30.0, retries=3, transport=None, token_file=None, identity_key=None):
         if api_version and api_version not in KNOWN_VERSIONS:
             raise SpecError("api_version", "'%s' is not a Slurm REST version Bridge speaks; known: %s" % (
                 api_version, ", ".join(KNOWN_VERSIONS)))
@@ -199,6 +202,10 @@ class SlurmClient(Backend):
             self.transport.set_header(USER_HEADER, user)
         self._token = None
         self._use_token(token)
+        # The first makes the tags of new jobs, each verifies (slurm/identity.py).
+        self.identity_keys = identity_keys(identity_key)
+        for key in self.identity_keys:
+            self.transport.add_secret(key)
         self._api_version = api_version
         self.warnings = []
         self.cluster = None
@@ -431,7 +438,8 @@ class SlurmClient(Backend):
         return " ".join(["srun"] + [option % resources[key] for option, key in SRUN_OPTIONS if resources[key]])
 
     def render(self, spec):
-        return compile_job(compilable(self, spec), self.api_version)
+        tag = identity_tag(self.identity_keys[0], spec["identity"]) if self.identity_keys else None
+        return compile_job(compilable(self, spec), self.api_version, tag)
 
     def submit(self, spec):
         """Submit once; never retried blindly. If no answer arrives, look the identity up before
@@ -569,7 +577,10 @@ class SlurmClient(Backend):
         return tasks
 
     def find_many(self, identities, names=None):
-        """{identity: newest job carrying it}, of any age accounting keeps.
+        """{identity: the job carrying it}, of any age accounting keeps: the one submission of
+        the credential's user whose comment names the identity (with an identity key, with its tag
+        or none); AmbiguousIdentity for an identity of several (slurm/identity.py), with the
+        others' answer in it.
 
         Accounting is searched by job name (`names`, and the identities, which are the default
         names), so a lookup costs the same with 10 or 10,000 jobs queued. Accounting holds the
@@ -580,22 +591,44 @@ class SlurmClient(Backend):
         slurmctld's list of every job it remembers. `lookup` says which were used.
         """
         identities = list(dict.fromkeys(identities))
-        found, paths, complete = {}, [], False
+        found, refused, paths, complete = {}, {}, [], False
         recorded = self._recorded(identities, names)
         if recorded is not None:
             paths.append("accounting")
-            found, complete = self._verified(recorded, identities)
-        missing = [identity for identity in identities if identity not in found]
+            found, complete = self._verified(recorded, identities, refused)
+        missing = [identity for identity in identities if identity not in found and identity not in refused]
         if missing and complete and self._accounting_current():
             # Asked after /diag: a job taken before it is in this answer.
-            more, complete = self._verified(self._recorded(missing, names) or [], missing)
+            more, complete = self._verified(self._recorded(missing, names) or [], missing, refused)
             found.update(more)
-            missing = [] if complete else [identity for identity in missing if identity not in found]
+            missing = [] if complete else [identity for identity in missing if identity not in found and identity not in refused]
         if missing:
-            found.update(newest_by_identity(self.list(identities=missing), self.warnings))
+            found.update(self._claimed(self.list(identities=missing), missing, refused))
             paths.append("live")
         self.lookup = "+".join(paths)
+        return self._unless_refused(found, refused)
+
+    def _claimed(self, jobs, identities, refused):
+        """{identity: job} of `jobs` that are this user's, one submission each (slurm/identity.py);
+        the identities refused join `refused`, the jobs passed over the warnings."""
+        # The owner is the user the client sends (given, or the token's own). Not meta.client.user
+        # of an answer: on 24.11 that names the user of the TCP connection's process (root for a
+        # root curl with bridge's token), not the user the token authenticates.
+        found, more, notes = claim(jobs, identities, self.user, self.identity_keys)
+        for identity, (why, job_ids) in more.items():
+            refused[identity] = self.error(AmbiguousIdentity, why, "look up", "identity", identity)
+            refused[identity].job_ids = job_ids
+        self.warnings.extend(note for note in notes if note not in self.warnings)
         return found
+
+    @staticmethod
+    def _unless_refused(found, refused):
+        """`found`, or AmbiguousIdentity of the first refused identity, carrying all and `found`."""
+        if not refused:
+            return found
+        first = refused[sorted(refused)[0]]
+        first.refused, first.found = dict(refused), found
+        raise first
 
     def _accounting_current(self):
         """Whether every job slurmctld has taken so far is in accounting now: slurmctld's queue of
@@ -618,20 +651,22 @@ class SlurmClient(Backend):
     def poll_many(self, identities):
         """{identity: job} now: slurmctld's list (one request); a job it has forgotten (MinJobAge)
         is read from accounting, where there is one."""
-        found = newest_by_identity(self.list(identities=identities), self.warnings)
-        forgotten = [identity for identity in identities if identity not in found]
+        refused = {}
+        found = self._claimed(self.list(identities=identities), identities, refused)
+        forgotten = [identity for identity in identities if identity not in found and identity not in refused]
         if forgotten:
-            found.update(newest_by_identity(ended_of(self._recorded(forgotten, None) or [], forgotten), self.warnings))
-        return found
+            found.update(self._claimed(ended_of(self._recorded(forgotten, None) or [], forgotten), forgotten, refused))
+        return self._unless_refused(found, refused)
 
-    def _verified(self, recorded, identities):
+    def _verified(self, recorded, identities, refused):
         """({identity: job}, complete) of accounting's jobs: ended ones by their comment, unfinished
         ones (whose comment accounting does not have yet) as slurmctld shows them, one GET each;
         with more than CURRENT_READS of those, none, and not complete (the caller's list of the
         queue finds them)."""
-        wanted = set(identities)
         ended = ended_of(recorded, identities)
-        unfinished = [job for job in recorded if not job["terminal"] or not job["identity"]]
+        # Another user's jobs of the same name are not read: they are never this user's (claim).
+        unfinished = [job for job in recorded if (not job["terminal"] or not job["identity"])
+                      and (self.user is None or job.get("user") == self.user)]
         current = []
         complete = len(unfinished) <= CURRENT_READS
         if complete:
@@ -640,7 +675,7 @@ class SlurmClient(Backend):
                     current.append(self._live_job(job["job_id"]))
                 except NotFound:
                     pass  # forgotten since: accounting's record is all there is
-        return newest_by_identity([job for job in ended + current if job["identity"] in wanted], self.warnings), complete
+        return self._claimed(ended + current, identities, refused), complete
 
     # -- accounting (slurmdbd)
 
@@ -652,7 +687,8 @@ class SlurmClient(Backend):
             return None
         now = time.time()
         since = now - LOOKUP_WINDOW_DAYS * 86400
-        # Jobs run as the user a request acts for; narrowing by user only saves slurmdbd work.
+        # Only the user's own jobs can be Bridge's (claim); 22.05 takes no user filter (history),
+        # so there claim alone sorts them out.
         users = [self.user] if self.user else None
 
         def ask():
@@ -665,7 +701,8 @@ class SlurmClient(Backend):
         jobs = self._first_answer(ask)
         if jobs is None:
             return None
-        bare = [job["job_id"] for job in jobs if job["terminal"] and not job_comment(job["native"])]
+        bare = [job["job_id"] for job in jobs if job["terminal"] and not job_comment(job["native"])
+                and (self.user is None or job.get("user") == self.user)]
         if bare:
             note = ("Slurm accounting shows ended job %s without a comment; if Bridge submitted it, accounting does not "
                     "keep job comments, where Bridge keeps a job's identity: set AccountingStoreFlags=job_comment in "

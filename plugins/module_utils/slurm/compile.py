@@ -18,9 +18,11 @@ from ansible_collections.bridge.hpc.plugins.module_utils._spec import effective_
 LEGACY_VERSIONS = ("v0.0.36", "v0.0.37", "v0.0.38")
 # REST versions whose job takes `exclusive` as a list of flags; from v0.0.42 on it is `shared`.
 EXCLUSIVE_FLAG_VERSIONS = ("v0.0.39", "v0.0.40", "v0.0.41")
-# A job's comment: this prefix and its identity; for an array, then ARRAY_MARK and the asked indexes
-# (Slurm's syntax), which say what the array is after slurmctld has forgotten some of its tasks.
+# A job's comment: this prefix and its identity; with an identity key, then MAC_MARK and the
+# identity's tag (slurm/identity.py); for an array, then ARRAY_MARK and the asked indexes (Slurm's
+# syntax), which say what the array is after slurmctld has forgotten some of its tasks.
 TAG_PREFIX = "bridge:"
+MAC_MARK = " mac="
 ARRAY_MARK = " array="
 # slurmctld refuses a job whose comment is longer (_test_job_desc_fields in job_mgr.c).
 COMMENT_LIMIT = 1024
@@ -53,8 +55,9 @@ def exclusive_request(api_version):
     return {"shared": ["none"]}
 
 
-def compile_job(spec, api_version):
-    """The submit body for one REST version; it is what modules return as `rendered`."""
+def compile_job(spec, api_version, tag=None):
+    """The submit body for one REST version; it is what modules return as `rendered`. `tag` is the
+    identity's tag under the identity key, None without one."""
     legacy = api_version in LEGACY_VERSIONS
     resources = spec["resources"]
     environment = effective_environment(spec)
@@ -62,7 +65,7 @@ def compile_job(spec, api_version):
     script = array_script(spec["script"]) if array else spec["script"]
     job = {
         "name": spec["name"],
-        "comment": comment(spec),
+        "comment": comment(spec, tag),
         "current_working_directory": spec["working_directory"] or "/tmp",
         "standard_output": spec["stdout"],
         "standard_error": spec["stderr"],
@@ -119,11 +122,11 @@ def _nv(value):
     return {"set": True, "infinite": False, "number": value}
 
 
-def comment(spec):
-    """The job's comment: "bridge:<identity>", and " array=<indexes>" for an array; SpecError on
-    array.indexes when that is more than Slurm keeps."""
+def comment(spec, tag=None):
+    """The job's comment: "bridge:<identity>", " mac=<tag>" with a tag, and " array=<indexes>" for
+    an array; SpecError on array.indexes when that is more than Slurm keeps."""
     array = spec.get("array")
-    text = TAG_PREFIX + spec["identity"] + (ARRAY_MARK + array["text"] if array else "")
+    text = TAG_PREFIX + spec["identity"] + (MAC_MARK + tag if tag else "") + (ARRAY_MARK + array["text"] if array else "")
     if array and len(text) > COMMENT_LIMIT:
         raise SpecError("array.indexes", "are %d characters as Slurm writes them (%s...); with the identity they must fit "
                         "the %d characters of the job's comment, where Bridge keeps them: use fewer ranges, or several "

@@ -17,7 +17,7 @@ from ansible_collections.bridge.hpc.plugins.module_utils.slurm.accounting import
     accounting_fields,
     live_shape,
 )
-from ansible_collections.bridge.hpc.plugins.module_utils.slurm.compile import ARRAY_MARK, TAG_PREFIX
+from ansible_collections.bridge.hpc.plugins.module_utils.slurm.compile import ARRAY_MARK, MAC_MARK, TAG_PREFIX
 
 
 BASE_STATES = (
@@ -161,11 +161,20 @@ def text(value):
 
 
 def identity_of(comment):
-    """The identity of a comment Bridge wrote ("bridge:<identity>", with " array=<indexes>" for an array)."""
+    """The identity of a comment Bridge wrote ("bridge:<identity>", with " mac=<tag>" under an
+    identity key and " array=<indexes>" for an array)."""
     comment = text(comment)
     if comment and comment.startswith(TAG_PREFIX):
-        return comment[len(TAG_PREFIX):].split(ARRAY_MARK, 1)[0]
+        return comment[len(TAG_PREFIX):].split(ARRAY_MARK, 1)[0].split(MAC_MARK, 1)[0]
     return None
+
+
+def tag_of(comment):
+    """The identity's tag in a comment Bridge wrote under an identity key; None without one."""
+    comment = text(comment)
+    if not comment or not comment.startswith(TAG_PREFIX) or MAC_MARK not in comment.split(ARRAY_MARK, 1)[0]:
+        return None
+    return comment.split(ARRAY_MARK, 1)[0].split(MAC_MARK, 1)[1] or None
 
 
 def asked_of(comment):

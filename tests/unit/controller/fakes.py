@@ -184,7 +184,7 @@ class FakeRunner:
             done.update(refused)
             return {"results": [done[job["identity"]] for job in jobs]}
         if action == "poll":
-            found, missing = _jobs.read_many(self.backend, identities)
+            found, missing, ambiguous = _jobs.read_many(self.backend, identities)
             # Like bridge.hpc.job_info's output_lines: the output of the finished jobs asked for, and
             # of the running ones of output_follow.
             for identity, lines in (output_lines or {}).items():
@@ -192,7 +192,10 @@ class FakeRunner:
                     output = {"tail_lines": lines, "follow": identity in (output_follow or ())}
                     found[identity].update(_jobs.read_output(self.backend, found[identity], {"output": output},
                                                              secrets=(output_secrets or {}).get(identity) or ()))
-            return {"jobs": found, "missing": missing, "requests": 1}
+            result = {"jobs": found, "missing": missing, "requests": 1}
+            if ambiguous:
+                result["refused"] = dict((identity, error.to_dict()) for identity, error in ambiguous.items())
+            return result
         limits = dict((job["identity"], (job.get("retry") or {}).get("limit")) for job in jobs)
         return {"results": _jobs.ensure_many_absent(self.backend, [job["identity"] for job in jobs], wait=True,
                                                     wait_timeout=wait_timeout, poll_interval=0.01, limits=limits)}

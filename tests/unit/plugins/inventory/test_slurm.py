@@ -77,7 +77,7 @@ class FakeClient(SlurmClient):
     warnings_payload = []
 
     def __init__(self, url, user=None, token=None, api_version=None, validate_certs=True, ca_path=None,
-                 timeout=30.0, retries=3, token_file=None):
+                 timeout=30.0, retries=3, token_file=None, identity_key=None):
         self.url = url
         self.user = user
         self.token = token
@@ -434,7 +434,7 @@ def real_client_answering(handler):
     """SlurmClient itself, its HTTP answered by handler: shows what the plugin makes of real errors."""
     class Answered(SlurmClient):
         def __init__(self, url, user=None, token=None, api_version=None, validate_certs=True, ca_path=None, timeout=30.0,
-                     retries=3, token_file=None):
+                     retries=3, token_file=None, identity_key=None):
             http = httpx.Client(base_url=url, transport=httpx.MockTransport(handler))
             transport = Transport(url, "Slurm", http_client=http, retries=retries, sleep=lambda s: None)
             super(Answered, self).__init__(url, user=user, token=token, api_version=api_version, transport=transport,

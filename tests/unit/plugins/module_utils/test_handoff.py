@@ -42,6 +42,13 @@ def test_the_document_replaces_the_options_and_its_token_is_scrubbed(tmp_path):
     assert "s3cret" in module.no_log_values
 
 
+def test_the_controllers_identity_key_is_taken_for_slurm_scrubbed_and_refused_for_others(tmp_path):
+    module, took = handed(tmp_path, {"jobs": [], "identity_key": "k3y"}, ALLOWED)
+    assert took and module.params["identity_key"] == "k3y" and "k3y" in module.no_log_values
+    with pytest.raises(SpecError, match="unexpected keys identity_key in the handed-over document; allowed for ray"):
+        handed(tmp_path, {"jobs": [], "identity_key": "k3y"}, ALLOWED, backend="ray")
+
+
 def test_the_credentials_handed_over_are_those_of_the_backend(tmp_path):
     # Ray authenticates with a token alone: a user name for it is a mistake of the sender.
     with pytest.raises(SpecError, match="unexpected keys user in the handed-over document; allowed for ray: "
@@ -51,7 +58,7 @@ def test_the_credentials_handed_over_are_those_of_the_backend(tmp_path):
 
 def test_unknown_keys_and_wrong_types_are_refused_naming_them(tmp_path):
     with pytest.raises(SpecError, match="unexpected keys password in the handed-over document; allowed for slurm: "
-                       "api_version, ca_path, iam_url, jobs, namespace, token, url, user, validate_certs$"):
+                       "api_version, ca_path, iam_url, identity_key, jobs, namespace, token, url, user, validate_certs$"):
         handed(tmp_path, {"password": "x"}, ALLOWED)
     with pytest.raises(SpecError, match="jobs in the handed-over document must be a list"):
         handed(tmp_path, {"jobs": "all"}, ALLOWED)

@@ -8,7 +8,7 @@ MockTransport and checks what the client makes of it.
 import httpx
 import pytest
 
-from ansible_collections.bridge.hpc.plugins.module_utils._errors import AuthFailed, NotFound, Rejected
+from ansible_collections.bridge.hpc.plugins.module_utils._errors import AmbiguousIdentity, AuthFailed, NotFound, Rejected
 from ansible_collections.bridge.hpc.plugins.module_utils._spec import normalize_spec
 from ansible_collections.bridge.hpc.plugins.module_utils._transport import Transport
 from ansible_collections.bridge.hpc.plugins.module_utils.slurm.client import SlurmClient
@@ -226,12 +226,23 @@ def test_forbidden_cancel_is_rejected_not_an_auth_failure(version):
         client.cancel(1)
 
 
+# The list recorded from 23.11 (v0.0.40) holds three jobs of user bridge with the comment
+# bridge:fixture-ok, the others one.
+SUBMISSIONS_OF_FIXTURE_OK = {"v0.0.40": ["3", "8", "13"]}
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_find_by_identity_in_the_job_list(version):
-    """Without accounting (a 404 for /slurmdb), the identity is looked for in slurmctld's list."""
+    """Without accounting (a 404 for /slurmdb), the identity is looked for in slurmctld's list;
+    several jobs carrying it are refused, naming them."""
     client = client_replaying(version, "slurmdb_absent", "jobs_list")[0]
-    found = client.find("fixture-ok")
-    assert found is not None and found["identity"] == "fixture-ok"
+    if version in SUBMISSIONS_OF_FIXTURE_OK:
+        with pytest.raises(AmbiguousIdentity) as refused:
+            client.find("fixture-ok")
+        assert refused.value.job_ids == SUBMISSIONS_OF_FIXTURE_OK[version]
+    else:
+        found = client.find("fixture-ok")
+        assert found is not None and found["identity"] == "fixture-ok"
     assert client.lookup == "live"
     assert client_replaying(version, "slurmdb_absent", "jobs_list")[0].find("never-submitted") is None
 

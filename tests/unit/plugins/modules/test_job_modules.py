@@ -142,7 +142,8 @@ def test_job_info_reads_history_from_accounting_with_the_filters_on_the_server(m
 
 def test_job_info_of_an_identity_says_how_it_was_looked_up(monkeypatch):
     stub_cluster(monkeypatch, live=[], recorded=[recorded_job(5, "a")])
-    outcome = run(slurm_job_info, dict(CONNECTION, identity="a"))
+    # The stub's jobs are bridge's: only the credential's user's job is an identity's.
+    outcome = run(slurm_job_info, dict(CONNECTION, user="bridge", identity="a"))
     assert outcome.result["job"]["job_id"] == "5" and outcome.result["lookup"] == "accounting"
 
 
