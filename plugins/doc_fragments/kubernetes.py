@@ -20,7 +20,9 @@ options:
       - If not set, the environment variable E(K8S_AUTH_KUBECONFIG) is used (as by kubernetes.core), then
         E(KUBECONFIG) (as by C(kubectl)).
       - Without O(kubeconfig), O(kubeconfig_content) and O(url) with O(api_key), the in-cluster
-        ServiceAccount of the Pod the task runs in (the BridgeJob controller's own cluster).
+        ServiceAccount of the Pod the task runs in.
+      - Where the BridgeJob controller runs the module (E(BRIDGE_AMBIENT_CREDENTIALS=refuse)), neither the
+        environment nor the in-cluster ServiceAccount is used, since they are the controller's own.
     type: path
   context:
     description:
