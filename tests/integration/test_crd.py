@@ -21,7 +21,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from conftest import REPO, RUN, kube_control_plane_env, read_env_file
-from controller_support import tenant_namespace
+from controller_support import apply_object as apply, tenant_namespace
 
 DEPLOY = os.path.join(REPO, "deploy")
 SCRIPT = os.path.join(REPO, "tools", "kube-control-plane.sh")
@@ -136,27 +136,6 @@ def kube():
 @pytest.fixture(scope="module")
 def admin(kube):
     return config.new_client_from_config(config_file=kube["KUBECONFIG"])
-
-
-def apply(dynamic, doc):
-    """Create, or replace what is there (idempotent; retried when someone else wrote in between)."""
-    resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
-    namespace = doc["metadata"].get("namespace")
-    for attempt in range(5):
-        try:
-            return resource.create(body=doc, namespace=namespace)
-        except ApiException as error:
-            if error.status != 409:
-                raise
-        current = resource.get(name=doc["metadata"]["name"], namespace=namespace)
-        body = copy.deepcopy(doc)
-        body["metadata"]["resourceVersion"] = current.metadata.resourceVersion
-        try:
-            return resource.replace(body=body, namespace=namespace)
-        except ApiException as error:
-            if error.status != 409 or attempt == 4:
-                raise
-    raise AssertionError("unreachable")
 
 
 @pytest.fixture(scope="module")
