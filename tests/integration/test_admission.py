@@ -31,6 +31,7 @@ CONTROLLER = ("bridge-system", "bridge-controller")
 # What a tenant's author is given in their namespace: BridgeJobs, and for alice also Jobs.
 AUTHOR_RULES = [{"apiGroups": ["bridge.dev"], "resources": ["bridgejobs", "bridgebackends"], "verbs": ["create", "get", "patch"]}]
 BACKEND_POLICY = "bridge-backends-within-their-authors-rights"
+AUTHORS_POLICY = "bridge-authors-recorded"
 JOB_RULES = [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]}]
 
 
@@ -100,14 +101,16 @@ def test_the_policy_type_checks_against_the_crd(tenants, deployed):  # pylint: d
     """The apiserver type-checks the expressions against the BridgeJob schema in the background and
     writes warnings into the policy's status."""
     registration = client.AdmissionregistrationV1Api(deployed)
-    deadline = time.time() + 30
-    while True:
-        policy = registration.read_validating_admission_policy(POLICY)
-        if policy.status and policy.status.observed_generation == policy.metadata.generation:
-            break
-        assert time.time() < deadline, "the policy's status was not written: %s" % policy.status
-        time.sleep(0.5)
-    assert not (policy.status.type_checking and policy.status.type_checking.expression_warnings), policy.status.type_checking
+    for name in (POLICY, BACKEND_POLICY, AUTHORS_POLICY):
+        deadline = time.time() + 30
+        while True:
+            policy = registration.read_validating_admission_policy(name)
+            if policy.status and policy.status.observed_generation == policy.metadata.generation:
+                break
+            assert time.time() < deadline, "the status of %s was not written: %s" % (name, policy.status)
+            time.sleep(0.5)
+        assert not (policy.status.type_checking and policy.status.type_checking.expression_warnings), (
+            name, policy.status.type_checking)
 
 
 def test_an_author_who_may_not_create_jobs_cannot_have_the_controller_create_one(tenants):
