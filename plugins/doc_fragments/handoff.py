@@ -26,7 +26,7 @@ options:
         output like the option of its name.
       - When nothing is written within O(handoff_timeout) seconds the module ends unchanged with no
         results. It ends so at once, too, when a C(controller.lock) file beside the pipe is no longer
-        locked (C(flock)) by anyone: the controller that made the pipe holds that lock while it lives,
+        locked (C(flock)) by anyone; the controller that made the pipe holds that lock while it lives,
         and is gone.
     type: path
   handoff_timeout:
