@@ -404,9 +404,10 @@ class Executor:
                 outcome = results.unreachable({"type": refused[0], "temporary": False, "message": refused[1]})
                 return dict(denied, **dict((identity, outcome) for identity in identities))
         elif connection["type"] == "kubernetes":
-            # Never the controller's own identity: the operator's Job ServiceAccount of the namespace.
+            # Never the controller's own identity: the operator's Job ServiceAccount of the namespace
+            # the Jobs run in (the BridgeJob's, or the one a ClusterBridgeBackend names).
             try:
-                credentials = self.authority.job_credentials(first["metadata"]["namespace"])
+                credentials = self.authority.job_credentials(connection["namespace"])
             except authority.Refused as exc:
                 self._count("policy_refusals")
                 outcome = results.unreachable({"type": exc.reason, "temporary": False, "message": str(exc)})

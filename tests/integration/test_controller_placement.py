@@ -90,7 +90,7 @@ def site(kube, tmp_path):  # noqa: F811 pylint: disable=redefined-outer-name
     catalog = Catalog()
     work = WorkQueue(max_workers=4)
     runner = AnsibleRunner(os.path.join(REPO, "playbooks"), str(tmp_path / "runner"), collections_path=COLLECTIONS,
-                           python=sys.executable, standby=(), kubeconfig=env["KUBECONFIG"])
+                           python=sys.executable, standby=())
 
     def observe(kind, obj):
         executor.observe(kind, obj)

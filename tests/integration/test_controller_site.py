@@ -208,7 +208,8 @@ def test_a_site_places_100_jobs_where_they_fit(site):  # pylint: disable=redefin
         ray_spec["credentialsSecretRef"] = {"name": "ray", "namespace": site.namespace}
     site.backend("c-ray", "ray", **ray_spec)
     if kube_node_env():
-        site.backend("c-kube", "kubernetes")
+        # Probed as the Job ServiceAccount of the namespace its Jobs run in: one the platform names.
+        site.backend("c-kube", "kubernetes", namespace=site.namespace)
     # Taken down below; first in name order, so FirstFit would try it first.
     site.backend("0-down", "ray", **ray_spec)
     # Admits only namespaces labelled with this run as tenant: this module's namespace, not `outside`.
