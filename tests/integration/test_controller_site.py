@@ -30,7 +30,7 @@ import uuid
 import pytest
 
 from conftest import COLLECTIONS, SLURM_VERSIONS, kube_node_env, lsf_env, require_ray, require_slurm, slurm_env
-from controller_support import free_port, release_labelled, start_controller, tenant_namespace
+from controller_support import apply_object, free_port, manifest_objects, release_labelled, start_controller, tenant_namespace
 from test_controller_e2e import GROUP, VERSION, kube, wait_for  # noqa: F401 pylint: disable=unused-import
 
 sys.path.insert(0, COLLECTIONS)   # the collection this checkout's controller imports
@@ -56,6 +56,7 @@ class Site:
 
         self.api_client, self.run, self.namespace, self.outside, self.port = api_client, run, namespace, outside, port
         self.custom, self.core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+        self.rbac = client.RbacAuthorizationV1Api(api_client)
         self.backends = {}
 
     def name(self, short):
@@ -144,6 +145,10 @@ def site(kube, tmp_path_factory):  # noqa: F811 pylint: disable=redefined-outer-
             site.custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL_CLUSTER, item["metadata"]["name"])
         for name in (namespace, outside):
             core.delete_namespace(name)
+        try:
+            site.rbac.delete_cluster_role_binding("bridge-runner-nodes-%s" % run)
+        except client.exceptions.ApiException:
+            pass  # no node, so none was made
     assert returncode == 0, log_path.read_text()[-4000:]
 
 
@@ -208,7 +213,16 @@ def test_a_site_places_100_jobs_where_they_fit(site):  # pylint: disable=redefin
         ray_spec["credentialsSecretRef"] = {"name": "ray", "namespace": site.namespace}
     site.backend("c-ray", "ray", **ray_spec)
     if kube_node_env():
-        # Probed as the Job ServiceAccount of the namespace its Jobs run in: one the platform names.
+        # Probed as the Job ServiceAccount of the namespace its Jobs run in: one the platform names,
+        # and lets see the nodes (deploy/rbac.yaml's bridge-runner-nodes), so that GPUs count.
+        from kubernetes.dynamic import DynamicClient
+
+        nodes_role = [doc for doc in manifest_objects("rbac.yaml") if doc["metadata"]["name"] == "bridge-runner-nodes"]
+        apply_object(DynamicClient(site.api_client), nodes_role[0])
+        site.rbac.create_cluster_role_binding({
+            "metadata": {"name": "bridge-runner-nodes-%s" % site.run},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "bridge-runner-nodes"},
+            "subjects": [{"kind": "ServiceAccount", "name": "bridge-runner", "namespace": site.namespace}]})
         site.backend("c-kube", "kubernetes", namespace=site.namespace)
     # Taken down below; first in name order, so FirstFit would try it first.
     site.backend("0-down", "ray", **ray_spec)
