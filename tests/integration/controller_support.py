@@ -141,6 +141,11 @@ def tenant_namespace(api_client, name, labels=None):
 
     client.CoreV1Api(api_client).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)))
     dynamic = DynamicClient(api_client)
+    # The ClusterRoles tenant.yaml binds (deploy/rbac.yaml): a test may run before any that applies it.
+    roles = set(doc["roleRef"]["name"] for doc in manifest_objects("tenant", "tenant.yaml") if "roleRef" in doc)
+    for doc in manifest_objects("rbac.yaml"):
+        if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] in roles:
+            apply_object(dynamic, doc)
     for doc in manifest_objects("tenant", "tenant.yaml"):
         doc["metadata"]["namespace"] = name
         for subject in doc.get("subjects") or []:
