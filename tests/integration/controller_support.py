@@ -127,7 +127,8 @@ def install_admission(api_client, attempts=600):
             if (created["metadata"].get("annotations") or {}).get("bridge.dev/author"):
                 return
         except ApiException as error:
-            if error.status not in (403, 404, 422):
+            # 503: a CRD replaced a moment ago is not served again yet; the others: the policies are not loaded yet.
+            if error.status not in (403, 404, 422, 503):
                 raise
         time.sleep(0.1)
     raise AssertionError("the author-mutation policy did not record an author")
