@@ -3,7 +3,8 @@ is about to send something for it.
 
 A BridgeJob is data its author wrote; the controller has rights its author may lack (the Secrets it
 reads, the Jobs it has created). So every runner call (submit, poll, cancel, a retry's submit) is
-made only for BridgeJobs whose author may, at that moment, do themselves what the call does:
+made only for BridgeJobs whose author may, at that moment, do themselves what the call does (and a
+probe of a tenant's BridgeBackend only while its author may read the Secret it uses):
 
 * read the Secret it hands over (backend.credentialsSecretRef, of the BridgeJob or of its
   namespace's BridgeBackend; a ClusterBridgeBackend's Secret is the platform team's, and its
@@ -41,6 +42,12 @@ NO_CREDENTIALS = "CredentialsMissing"
 
 # The verb on Jobs each action needs, for a kubernetes backend run with the Job ServiceAccount.
 JOB_VERBS = {"submit": "create", "poll": "get", "cancel": "delete"}
+
+
+def as_job_account(backend):
+    """Whether `backend` (resolver.backend's keys) runs as the Job ServiceAccount: a kubernetes
+    backend without a Secret, on the controller's own cluster."""
+    return backend["type"] == "kubernetes" and not backend["secret"]
 
 
 class Refused(Exception):
@@ -95,10 +102,7 @@ class Authority:
         author = author_of(obj)
         namespace = obj["metadata"]["namespace"]
         who = "'%s'" % author[0]
-        if backend["secret"] and backend.get("secret_owner") != "platform":
-            if not self.may(author, "get", "secrets", backend["secret_namespace"], backend["secret"]):
-                raise Refused(FORBIDDEN, "%s may not get Secret '%s' in namespace '%s', which this BridgeJob's backend "
-                              "hands over as its credentials" % (who, backend["secret"], backend["secret_namespace"]))
+        self._may_read_secret(author, backend, "this BridgeJob's backend")
         if action == "submit":
             names = [script_ref] if script_ref else []
             if backend.get("ca") and backend.get("ca_namespace") == namespace:
@@ -107,13 +111,24 @@ class Authority:
                 if not self.may(author, "get", "configmaps", namespace, name):
                     raise Refused(FORBIDDEN, "%s may not get ConfigMap '%s' in namespace '%s', which this BridgeJob "
                                   "names" % (who, name, namespace))
-        if backend["type"] == "kubernetes" and not backend["secret"]:
+        if as_job_account(backend):
             verb = JOB_VERBS.get(action, "get")
             job_namespace = backend.get("job_namespace") or namespace
             if not self.may(author, verb, "jobs", job_namespace, group="batch"):
                 raise Refused(FORBIDDEN, "%s may not %s Jobs (batch) in namespace '%s': a BridgeJob of a kubernetes "
                               "backend without credentialsSecretRef runs its Job for its author, who must be allowed to "
                               "%s it themselves" % (who, verb, job_namespace, verb))
+
+    def check_probe(self, obj, backend):
+        """Refused when the author of a tenant's backend object `obj` may not get the Secret the
+        probe would hand over (`backend`: backend_objects.connection_of's keys)."""
+        self._may_read_secret(author_of(obj), backend, "this BridgeBackend")
+
+    def _may_read_secret(self, author, backend, whose):
+        if backend["secret"] and backend.get("secret_owner") != "platform":
+            if not self.may(author, "get", "secrets", backend["secret_namespace"], backend["secret"]):
+                raise Refused(FORBIDDEN, "'%s' may not get Secret '%s' in namespace '%s', which %s hands over as its "
+                              "credentials" % (author[0], backend["secret"], backend["secret_namespace"], whose))
 
     def job_credentials(self, namespace):
         """{"kubeconfig": ...} for a kubernetes backend without a Secret: a short-lived token of the

@@ -99,8 +99,7 @@ class Executor:
         self._lock = threading.Lock()
         if catalog is not None:
             catalog.subscribe(self.backend_changed)
-            if hasattr(catalog, "subscribe_namespaces"):
-                catalog.subscribe_namespaces(self.namespace_changed)
+            catalog.subscribe_namespaces(self.namespace_changed)
 
     def _count(self, name, amount=1):
         with self._lock:
@@ -472,12 +471,12 @@ class Executor:
         """(reason, why) when the Secret holds what the policy does not let a tenant hand the
         controller (a kubeconfig that runs commands or reads files), or no kubeconfig at all where
         one is the only credential (the controller never lends its own); None when it does not."""
-        kubeconfig = credentials.get(dict(credential_keys(backend_type)).get("kubeconfig_content", ""))
+        key = dict(credential_keys(backend_type)).get("kubeconfig_content", "")
+        kubeconfig = credentials.get(key)
         if backend_type == "kubernetes" and not (kubeconfig or "").strip():
             return authority.NO_CREDENTIALS, (
                 "the backend's credentialsSecretRef Secret has no '%s' key with a kubeconfig; a kubernetes backend "
-                "runs with the credentials of that kubeconfig only, never with the controller's own"
-                % dict(credential_keys(backend_type)).get("kubeconfig_content"))
+                "runs with the credentials of that kubeconfig only, never with the controller's own" % key)
         return self.policy.kubeconfig_refusal(kubeconfig) if kubeconfig else None
 
     def _secret_read(self, group, credentials, keys):

@@ -14,6 +14,7 @@ only `get` Secrets (no list, no watch), so there is no watch to keep a cache fre
 """
 
 from bridge_controller import backend_objects
+from bridge_controller.authority import as_job_account
 from bridge_controller.backends import namespaced
 from bridge_controller.kube import Missing
 from bridge_controller.policy import NAMESPACE_NOT_ALLOWED
@@ -157,7 +158,7 @@ class Resolver:
         if namespaced(backend["type"]):
             connection["namespace"] = backend["job_namespace"] or backend["namespace"]
         ref, _found = self.backend_object(obj)
-        if (ref is not None and ref[0] == "ClusterBridgeBackend") or (backend["type"] == "kubernetes" and not backend["secret"]):
+        if (ref is not None and ref[0] == "ClusterBridgeBackend") or as_job_account(backend):
             # The platform team's URL, or the controller's own cluster (a kubeconfig the controller
             # writes, as the Job ServiceAccount): not subject to --allowed-backend-url (runner.py).
             connection[OPERATOR_CHOSEN] = True

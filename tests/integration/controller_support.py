@@ -142,17 +142,25 @@ def tenant_namespace(api_client, name, labels=None):
 
     client.CoreV1Api(api_client).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)))
     dynamic = DynamicClient(api_client)
+    tenant = tenant_objects(name)
     # The ClusterRoles tenant.yaml binds (deploy/rbac.yaml): a test may run before any that applies it.
-    roles = set(doc["roleRef"]["name"] for doc in manifest_objects("tenant", "tenant.yaml") if "roleRef" in doc)
+    roles = set(doc["roleRef"]["name"] for doc in tenant if "roleRef" in doc)
     for doc in manifest_objects("rbac.yaml"):
         if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] in roles:
             apply_object(dynamic, doc)
-    for doc in manifest_objects("tenant", "tenant.yaml"):
-        doc["metadata"]["namespace"] = name
+    for doc in tenant:
+        apply_object(dynamic, doc)
+
+
+def tenant_objects(namespace):
+    """deploy/tenant/tenant.yaml's objects with `namespace` set where an operator sets it."""
+    found = manifest_objects("tenant", "tenant.yaml")
+    for doc in found:
+        doc["metadata"]["namespace"] = namespace
         for subject in doc.get("subjects") or []:
             if subject["name"] == "bridge-runner":
-                subject["namespace"] = name
-        apply_object(dynamic, doc)
+                subject["namespace"] = namespace
+    return found
 
 
 def slurm_namespace(core, name, slurm):

@@ -29,7 +29,7 @@ import uuid
 import pytest
 
 from conftest import REPO, RUN, read_env_file, require_ray, require_slurm
-from controller_support import manifest_objects
+from controller_support import tenant_objects
 from test_controller_e2e import wait_for
 
 # It loads the controller's image into the node and times a leader failover of its pods: alone, so that
@@ -178,13 +178,8 @@ def jobs(cluster, deployment):  # pylint: disable=redefined-outer-name
     namespace = "deploy-%s" % deployment
     cluster.kubectl("create", "namespace", namespace)
     # Given to a tenant as an operator gives one: deploy/tenant/tenant.yaml with its namespace set.
-    tenant = manifest_objects("tenant", "tenant.yaml")
-    for doc in tenant:
-        doc["metadata"]["namespace"] = namespace
-        for subject in doc.get("subjects") or []:
-            if subject["name"] == "bridge-runner":
-                subject["namespace"] = namespace
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": tenant}))
+    tenant = {"apiVersion": "v1", "kind": "List", "items": tenant_objects(namespace)}
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(tenant))
     backends = {"slurm": {"type": "slurm", "url": cluster.host_url(slurm["SLURM_URL"]),
                           "credentialsSecretRef": {"name": "slurm-credentials"},
                           "apiVersion": slurm["SLURM_API_VERSIONS"].split(",")[0]},

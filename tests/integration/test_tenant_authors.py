@@ -28,6 +28,7 @@ from conftest import COLLECTIONS, REPO, kube_node_env
 from controller_support import GROUP, PLURAL, VERSION, controller_env, free_port, release_all, tenant_namespace
 from test_controller_chaos import account  # noqa: F401 pylint: disable=unused-import
 from test_controller_e2e import kube, wait_for  # noqa: F401 pylint: disable=unused-import
+from test_admission import grant
 from test_crd import login
 
 SERVED_LABEL = "bridge.dev/tenant-authors-run"
@@ -39,13 +40,6 @@ JOB_RULES = [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create",
 IMAGE_OPTIONS = {"kubernetes": {"image": "localhost/bridge/busybox:latest", "image_pull_policy": "Never"}}
 # What the attack of item 1 had a carol's Job print: a ServiceAccount token.
 TOKEN_SCRIPT = "#!/bin/sh\ncat /var/run/secrets/kubernetes.io/serviceaccount/token || true\necho done\n"
-
-
-def grant(rbac, namespace, account_name, name, rules):
-    rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": rules})
-    rbac.create_namespaced_role_binding(namespace, {
-        "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": account_name, "namespace": namespace}]})
 
 
 class Author:

@@ -232,6 +232,9 @@ class FakeCatalog:
     def serves(self, name):
         return name not in getattr(self, "unserved", ())
 
+    def subscribe_namespaces(self, callback):
+        pass  # no --namespace-selector here: no namespace starts or stops being served
+
     def subscribe(self, callback):
         self.subscribers.append(callback)
 

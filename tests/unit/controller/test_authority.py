@@ -146,3 +146,19 @@ def test_an_allowed_answer_is_reused_briefly_a_denied_one_never():
     assert not judge.may(author, "get", "secrets", "tenant-a", "creds")
     assert not judge.may(author, "get", "secrets", "tenant-a", "creds")
     assert len(kube.reviews) == 3
+
+
+def test_a_probe_uses_a_tenants_secret_only_while_the_backends_author_may_read_it():
+    kube = FakeKube()
+    judge = Authority(kube)
+    backend = {"type": "slurm", "secret": "ops", "secret_namespace": "tenant-a", "secret_owner": "tenant"}
+    obj = {"kind": "BridgeBackend", "metadata": {"name": "b", "namespace": "tenant-a", "annotations": {AUTHOR: "bob"}}}
+    judge.check_probe(obj, backend)
+    kube.denied.add(("bob", "get", "secrets", "tenant-a"))
+    judge._allowed.clear()  # pylint: disable=protected-access
+    with pytest.raises(Refused) as refused:
+        judge.check_probe(obj, backend)
+    assert refused.value.reason == authority.FORBIDDEN
+    assert str(refused.value) == ("'bob' may not get Secret 'ops' in namespace 'tenant-a', which this BridgeBackend hands "
+                                  "over as its credentials")
+    judge.check_probe(obj, dict(backend, secret_owner="platform"))  # a ClusterBridgeBackend's: not the author's to read

@@ -134,10 +134,16 @@ class Clock:
 
 
 class JobAccounts:
-    """authority.Authority's job_credentials: a token of the Job ServiceAccount where there is one."""
+    """authority.Authority's job_credentials (a token of the Job ServiceAccount where there is one)
+    and check_probe (authors in `forbidden` may read no Secret)."""
 
-    def __init__(self, namespaces=("team-a",)):
+    def __init__(self, namespaces=("team-a",), forbidden=()):
         self.namespaces = namespaces
+        self.forbidden = forbidden
+
+    def check_probe(self, obj, backend):
+        if obj["metadata"]["name"] in self.forbidden:
+            raise Refused("AuthorForbidden", "'bob' may not get Secret '%s'" % backend["secret"])
 
     def job_credentials(self, namespace):
         if namespace not in self.namespaces:
@@ -406,3 +412,13 @@ def test_a_tenants_backend_is_probed_under_the_allow_list_and_the_platform_teams
     probe.probe(catalog.backend("BridgeBackend", "team-a", "slurm-a"))
     probe.probe(catalog.backend("ClusterBridgeBackend", None, "site"))
     assert [client.allow_list for client in clients.clients] == [policy.allow_list, None]
+
+
+def test_a_tenants_backend_is_probed_with_its_secret_only_while_its_author_may_read_it(tmp_path):
+    obj = bridgebackend()
+    clients = Clients()
+    probe, catalog, kube, _clock = prober(tmp_path, obj, clients=clients, accounts=JobAccounts(forbidden=("slurm-a",)))
+    probe.probe(catalog.backend("BridgeBackend", "team-a", "slurm-a"))
+    condition = ready(stored(catalog, obj)["status"])
+    assert (condition["status"], condition["reason"]) == ("False", "AuthorForbidden")
+    assert clients.made == [] and kube.secret_reads == [], "the Secret was neither read nor sent"
